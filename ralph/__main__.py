@@ -1,0 +1,5 @@
+"""`python -m ralph`."""
+
+from ralph.cli import main
+
+main()

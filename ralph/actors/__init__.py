@@ -1,0 +1,1 @@
+"""Actors: whatever changes the working tree in an iteration."""

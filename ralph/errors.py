@@ -1,0 +1,36 @@
+"""The one family of errors a user sees: caught once in the CLI, printed as one line and a hint."""
+
+from __future__ import annotations
+
+
+class RalphError(Exception):
+    """A problem the user can fix: bad input, configuration or environment. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(RalphError):
+    """Invalid configuration file, environment variable or flag."""
+
+
+class PreflightError(RalphError):
+    """Something the loop needs before it starts is missing: a tool, a clean tree, a lock."""
+
+
+class StoreError(RalphError):
+    """The memory store cannot be read or written, or an id is invalid."""
+
+
+class ProviderError(RalphError):
+    """An LLM provider failed after retries, or answered with something unusable."""
+
+
+class BudgetExceeded(RalphError):
+    """Money, tokens or time ran out. Exit code 3."""
+
+    exit_code = 3

@@ -1,0 +1,234 @@
+"""The one place that starts subprocesses: process group, wall and idle timeouts, capped capture.
+
+Actors and checks both run here. Each command gets its own process group so a timeout or Ctrl-C
+kills its children and grandchildren too; whatever the command leaves running in its group after
+it exits is killed as well. Output is captured with a size cap (head and tail kept) and redacted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from ralph.redact import redact
+
+OutputCallback = Callable[[str, str], None]
+KILL_GRACE_SECONDS = 2.0
+DEFAULT_CAP = 200_000
+
+
+@dataclass
+class ProcessResult:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_ms: int
+    timed_out: Literal["wall", "idle"] | None = None
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.timed_out is None
+
+
+class CappedBuffer:
+    """Keeps the first and last `cap // 2` bytes of a stream and counts what it dropped."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        tail = self.tail[-self.half :] if len(self.tail) > self.half else self.tail
+        elided = self.total - len(self.head) - len(tail)
+        head_text = self.head.decode("utf-8", errors="replace")
+        tail_text = bytes(tail).decode("utf-8", errors="replace")
+        if elided <= 0:
+            return (self.head + tail).decode("utf-8", errors="replace")
+        return f"{head_text}\n[... {elided} bytes elided by ralph ...]\n{tail_text}"
+
+
+def run(
+    command: str | Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    wall_timeout: float | None = None,
+    idle_timeout: float | None = None,
+    cap: int = DEFAULT_CAP,
+    on_output: OutputCallback | None = None,
+) -> ProcessResult:
+    """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
+
+    A KeyboardInterrupt while waiting kills the process group and is re-raised, so the caller
+    can save its state; the partial result is not returned in that case.
+    """
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    full_env = {**os.environ, **(env or {})}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=full_env,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    buffers = {"stdout": CappedBuffer(cap), "stderr": CappedBuffer(cap)}
+    last_output = [time.monotonic()]
+    readers = [
+        threading.Thread(
+            target=_pump, args=(stream, buffers[name], name, last_output, on_output), daemon=True
+        )
+        for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
+    ]
+    if stdin is not None:
+        readers.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+    for thread in readers:
+        thread.start()
+
+    timed_out: Literal["wall", "idle"] | None = None
+    try:
+        timed_out = _wait(proc, started, last_output, wall_timeout, idle_timeout)
+    except KeyboardInterrupt:
+        kill_group(proc)
+        raise
+    finally:
+        # Whatever the command left behind in its group goes with it.
+        kill_group(proc)
+        for thread in readers:
+            thread.join(timeout=KILL_GRACE_SECONDS)
+
+    return ProcessResult(
+        exit_code=proc.returncode,
+        stdout=redact(buffers["stdout"].text(), full_env),
+        stderr=redact(buffers["stderr"].text(), full_env),
+        duration_ms=int((time.monotonic() - started) * 1000),
+        timed_out=timed_out,
+    )
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    started: float,
+    last_output: list[float],
+    wall_timeout: float | None,
+    idle_timeout: float | None,
+) -> Literal["wall", "idle"] | None:
+    while True:
+        now = time.monotonic()
+        deadlines: list[tuple[float, Literal["wall", "idle"]]] = []
+        if wall_timeout is not None:
+            deadlines.append((started + wall_timeout, "wall"))
+        if idle_timeout is not None:
+            deadlines.append((last_output[0] + idle_timeout, "idle"))
+        due = min(deadlines) if deadlines else None
+        if due is not None and now >= due[0]:
+            kill_group(proc)
+            return due[1]
+        try:
+            proc.wait(timeout=None if due is None else min(due[0] - now, 1.0))
+            return None
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _pump(
+    stream: IO[bytes] | None,
+    buffer: CappedBuffer,
+    name: str,
+    last_output: list[float],
+    on_output: OutputCallback | None,
+) -> None:
+    if stream is None:
+        return
+    with stream:
+        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+            last_output[0] = time.monotonic()
+            buffer.write(chunk)
+            if on_output is not None:
+                on_output(name, chunk.decode("utf-8", errors="replace"))
+
+
+def _feed(stream: IO[bytes] | None, text: str) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(BrokenPipeError, OSError), stream:
+        stream.write(text.encode("utf-8"))
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole process group, SIGKILL what is left after a grace period."""
+    pgid = proc.pid  # start_new_session makes the child its group's leader
+    if not _group_alive(pgid):
+        if proc.poll() is None:
+            proc.wait()
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            break
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    proc.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process is left in the group.
+
+    Orphans are reparented to PID 1, which in a container may never reap them; a zombie still
+    answers kill(0), so on Linux /proc is asked for live members instead.
+    """
+    proc_root = Path("/proc")
+    if proc_root.is_dir():
+        for entry in os.scandir(proc_root):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def which(tool: str, path: str | None = None) -> str | None:
+    """`shutil.which`, kept here so every question about running programs has one home."""
+    import shutil
+
+    return shutil.which(tool, path=path)

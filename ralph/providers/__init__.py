@@ -1,0 +1,1 @@
+"""Chat clients over httpx: the one place that speaks HTTP."""

@@ -1,0 +1,308 @@
+"""The iteration record (DESIGN.md section 4) as dataclasses with a lossless JSON round-trip.
+
+Field names are the JSON keys, so the aiwg reflection-memory fields stay exactly as specified;
+ralph's own additions live in `RalphExtension` under the `ralph` key. Optional fields are None
+and are left out of the JSON, so a record read and written again is byte-for-byte the same data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+SCHEMA_VERSION = "1.0"
+
+ActionType = Literal[
+    "code_modification",
+    "file_creation",
+    "file_deletion",
+    "test_execution",
+    "command_execution",
+    "api_call",
+    "other",
+]
+VerificationType = Literal[
+    "unit_tests",
+    "integration_tests",
+    "type_check",
+    "lint",
+    "compilation",
+    "heuristic",
+    "external_api",
+    "manual_review",
+    "combined",
+]
+CheckStatus = Literal["pass", "fail", "error", "skip"]
+ErrorType = Literal[
+    "syntax_error",
+    "type_error",
+    "test_failure",
+    "lint_error",
+    "runtime_error",
+    "logic_error",
+    "timeout",
+    "other",
+]
+Severity = Literal["error", "warning", "info"]
+FailureCategory = Literal[
+    "hallucination",
+    "inefficient_planning",
+    "incorrect_assumption",
+    "incomplete_implementation",
+    "edge_case_miss",
+    "integration_error",
+    "configuration_error",
+    "logic_error",
+    "other",
+]
+WindowPolicy = Literal["fifo", "recency", "relevance_weighted"]
+ReflectionSource = Literal["llm", "repaired", "heuristic", "success"]
+
+FAILURE_CATEGORIES: tuple[str, ...] = typing.get_args(FailureCategory)
+ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
+
+
+def utc_now() -> str:
+    """An RFC 3339 timestamp, the format the schema's date-time expects."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Changes:
+    additions: int | None = None
+    deletions: int | None = None
+    diff: str | None = None
+
+
+@dataclass
+class Action:
+    type: ActionType
+    description: str
+    file_path: str | None = None
+    changes: Changes | None = None
+    command: str | None = None
+    timestamp: str | None = None
+
+
+@dataclass
+class TotalChanges:
+    files_changed: int = 0
+    lines_added: int = 0
+    lines_deleted: int = 0
+
+
+@dataclass
+class ActorOutput:
+    actions: list[Action]
+    rationale: str
+    strategy: str | None = None
+    files_modified: list[str] | None = None
+    total_changes: TotalChanges | None = None
+
+
+@dataclass
+class CheckResult:
+    tool: str
+    status: CheckStatus
+    exit_code: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    duration_ms: int | None = None
+
+
+@dataclass
+class Diagnostic:
+    """One structured error found by a check (the schema's `errors` item)."""
+
+    type: ErrorType
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    stack_trace: str | None = None
+    severity: Severity | None = None
+    rule: str | None = None
+
+    def location(self) -> str:
+        """`file:line` (or what of it is known), the form editors and people both jump to."""
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
+@dataclass
+class Metrics:
+    tests_passed: int | None = None
+    tests_failed: int | None = None
+    tests_total: int | None = None
+    coverage_percentage: float | None = None
+    lint_errors: int | None = None
+    lint_warnings: int | None = None
+    type_errors: int | None = None
+
+
+@dataclass
+class EvaluatorOutput:
+    passed: bool
+    verification_type: VerificationType
+    results: list[CheckResult] | None = None
+    errors: list[Diagnostic] | None = None
+    reward_signal: float | None = None
+    metrics: Metrics | None = None
+
+
+@dataclass
+class CreditAssignment:
+    failing_action_indices: list[int] | None = None
+    root_cause: str | None = None
+    failure_category: FailureCategory | None = None
+
+
+@dataclass
+class SelfReflection:
+    reflection_text: str
+    credit_assignment: CreditAssignment | None = None
+    causal_reasoning: str | None = None
+    actionable_insights: list[str] | None = None
+    lessons_learned: list[str] | None = None
+    confidence: float | None = None
+    related_reflections: list[int] | None = None
+
+
+@dataclass
+class MemoryMetadata:
+    omega_capacity: int
+    current_memory_size: int
+    reflections_in_context: list[int] | None = None
+    window_policy: WindowPolicy | None = None
+    total_reflections_generated: int | None = None
+
+
+@dataclass
+class PerformanceDelta:
+    reward_change: float | None = None
+    error_count_change: int | None = None
+    is_improvement: bool | None = None
+
+
+@dataclass
+class Usage:
+    """Tokens and money; `cost_usd` is None when unknown — never 0 for unknown."""
+
+    actor_tokens_in: int | None = None
+    actor_tokens_out: int | None = None
+    reflector_tokens_in: int | None = None
+    reflector_tokens_out: int | None = None
+    cost_usd: float | None = field(default=None, metadata={"nullable": True})
+
+    def tokens(self) -> int:
+        return sum(
+            n or 0
+            for n in (
+                self.actor_tokens_in,
+                self.actor_tokens_out,
+                self.reflector_tokens_in,
+                self.reflector_tokens_out,
+            )
+        )
+
+
+@dataclass
+class RalphExtension:
+    schema_version: str = SCHEMA_VERSION
+    reflection_source: ReflectionSource = "heuristic"
+    quality_flags: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    duration_ms: dict[str, int] = field(default_factory=dict)
+    prompt_sha256: str | None = None
+    git_commit: str | None = None
+    lessons_used: list[str] = field(default_factory=list)
+    error_fingerprint: str | None = None
+
+
+@dataclass
+class IterationRecord:
+    loop_id: str
+    iteration: int
+    timestamp: str
+    actor_output: ActorOutput
+    evaluator_output: EvaluatorOutput
+    self_reflection: SelfReflection
+    memory_metadata: MemoryMetadata
+    task_description: str | None = None
+    context_injected: bool | None = None
+    previous_reflections_used: list[int] | None = None
+    performance_delta: PerformanceDelta | None = None
+    notes: str | None = None
+    ralph: RalphExtension | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = to_json(self)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IterationRecord:
+        return from_json(cls, data)
+
+    @property
+    def reward(self) -> float:
+        return self.evaluator_output.reward_signal or 0.0
+
+
+T = TypeVar("T")
+
+
+def to_json(obj: Any) -> Any:
+    """Dataclass tree -> JSON-ready dict, leaving out None-valued optional fields."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if value is not None or f.metadata.get("nullable"):
+                out[f.name] = to_json(value)
+        return out
+    if isinstance(obj, list):
+        return [to_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_json(v) for k, v in obj.items()}
+    return obj
+
+
+def from_json(cls: type[T], data: Any) -> T:
+    """JSON dict -> dataclass tree, guided by the type hints; unknown keys are an error."""
+    return typing.cast(T, _convert(cls, data))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(inner[0], value)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_convert(item, v) for v in value]
+    if origin is dict:
+        _, val = typing.get_args(tp)
+        return {k: _convert(val, v) for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise TypeError(f"{tp.__name__}: expected an object, got {type(value).__name__}")
+        hints = _HINTS.get(tp)
+        if hints is None:
+            hints = _HINTS[tp] = typing.get_type_hints(tp)
+        unknown = set(value) - set(hints)
+        if unknown:
+            raise TypeError(f"{tp.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
+        return tp(**{k: _convert(hints[k], v) for k, v in value.items()})
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value

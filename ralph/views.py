@@ -1,0 +1,237 @@
+"""How the episodic memory is shown to people (rich) and to scripts (JSON).
+
+Listings read state files only; `show` reads one record; `validate` reads what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ralph import schemas
+from ralph.errors import StoreError
+from ralph.store import RECORD_NAME, MemoryStore, read_json, validate_loop_id
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ralph.records import IterationRecord
+
+
+def _print_json(data: Any) -> None:
+    from ralph.cli import print_json
+
+    print_json(data)
+
+
+def emit_table(console: Console, title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal; tab-separated lines (header first) for pipes and CI."""
+    if not console.is_terminal:
+        for row in [columns, *rows]:
+            console.file.write("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
+        return
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+
+
+def _reward(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
+    listings = store.list_loops()
+    rows: list[dict[str, Any]] = []
+    for item in listings:
+        state = item.state
+        rows.append(
+            {
+                "loop_id": item.loop_id,
+                "task": state.task if state else None,
+                "status": state.effective_status() if state else "invalid",
+                "iterations": state.iteration if state else item.record_count,
+                "best_reward": state.best_reward if state else None,
+                "updated_at": state.updated_at if state else None,
+                "problem": item.problem,
+            }
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print('no loops yet: start one with `ralph run "TASK"`')
+        return
+    cells = [
+        [
+            str(row["loop_id"]),
+            _first_line(str(row["task"] or f"({row['problem']})"), 60),
+            str(row["status"]),
+            str(row["iterations"]),
+            _reward(row["best_reward"]),
+            str(row["updated_at"] or "-").replace("T", " ").removesuffix("Z"),
+        ]
+        for row in rows
+    ]
+    emit_table(console, "loops", ["loop", "task", "status", "iter", "best", "updated"], cells)
+
+
+def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_json: bool) -> None:
+    validate_loop_id(loop_id)
+    files = store.read_records(loop_id)
+    if not files and not store.state_path(loop_id).exists():
+        raise StoreError(f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows loops")
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        record = f.record
+        if record is None:
+            rows.append({"iteration": f.iteration, "valid": False, "problem": f.problems[0]})
+            continue
+        credit = record.self_reflection.credit_assignment
+        rows.append(
+            {
+                "iteration": record.iteration,
+                "valid": True,
+                "passed": record.evaluator_output.passed,
+                "reward": record.evaluator_output.reward_signal,
+                "failure_category": credit.failure_category if credit else None,
+                "reflection": _first_line(record.self_reflection.reflection_text, 200),
+            }
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    cells = [
+        [
+            str(row["iteration"]),
+            "yes" if row["passed"] else "no",
+            _reward(row["reward"]),
+            str(row["failure_category"] or "-"),
+            _first_line(str(row["reflection"]), 90),
+        ]
+        if row["valid"]
+        else [str(row["iteration"]), "invalid", "-", "-", str(row["problem"])]
+        for row in rows
+    ]
+    columns = ["iter", "passed", "reward", "category", "reflection"]
+    emit_table(console, f"loop {loop_id}", columns, cells)
+
+
+def show_record(
+    store: MemoryStore, loop_id: str, iteration: int | None, console: Console, *, as_json: bool
+) -> None:
+    validate_loop_id(loop_id)
+    if iteration is None:
+        paths = store.record_paths(loop_id)
+        if not paths:
+            store.read_state(loop_id)  # names an unknown loop as such
+            raise StoreError(f"loop {loop_id!r} has no records yet")
+        iteration = paths[-1][0]
+    if as_json:
+        path = store.record_path(loop_id, iteration)
+        if not path.exists():
+            raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+        _print_json(read_json(path))
+        return
+    render_record(store.read_record(loop_id, iteration), console)
+
+
+def render_record(record: IterationRecord, console: Console) -> None:
+    from rich.markup import escape
+
+    ev = record.evaluator_output
+    verdict = "[green]passed[/]" if ev.passed else "[red]failed[/]"
+    console.print(
+        f"[bold]{record.loop_id}[/] iteration {record.iteration}  {verdict}  "
+        f"reward {_reward(ev.reward_signal)}  {record.timestamp}"
+    )
+    if record.task_description:
+        console.print(f"[bold]task[/] {escape(record.task_description)}")
+    console.print("\n[bold]actions[/]")
+    for action in record.actor_output.actions or []:
+        where = f" {action.file_path}" if action.file_path else ""
+        console.print(f"  - {action.type}{escape(where)}: {escape(action.description)}")
+    if not record.actor_output.actions:
+        console.print("  (no changes)")
+    failing = [r for r in ev.results or [] if r.status != "pass"]
+    if failing:
+        console.print("\n[bold]failing checks[/]")
+        for result in failing:
+            console.print(f"  {result.tool}: {result.status}")
+    if ev.errors:
+        for error in ev.errors[:10]:
+            where = error.location() or "-"
+            console.print(f"    {escape(where)}  {escape(_first_line(error.message, 120))}")
+        if len(ev.errors) > 10:
+            console.print(f"    ... {len(ev.errors) - 10} more")
+    sr = record.self_reflection
+    console.print("\n[bold]reflection[/]")
+    console.print(f"  {escape(sr.reflection_text)}")
+    credit = sr.credit_assignment
+    if credit and (credit.root_cause or credit.failure_category):
+        console.print(
+            f"  root cause: {escape(credit.root_cause or '-')}"
+            f"  [dim]({credit.failure_category or 'uncategorised'})[/]"
+        )
+    for title, items in (("insights", sr.actionable_insights), ("lessons", sr.lessons_learned)):
+        if items:
+            console.print(f"\n[bold]{title}[/]")
+            for item in items:
+                console.print(f"  - {escape(item)}")
+    if record.ralph:
+        console.print(f"\n[dim]reflection source: {record.ralph.reflection_source}[/]")
+        if record.ralph.quality_flags:
+            console.print(f"[dim]quality flags: {', '.join(record.ralph.quality_flags)}[/]")
+
+
+def validate_paths(paths: list[Path], console: Console) -> int:
+    """Validate every JSON file under `paths`; print the invalid ones. Exit status 0 or 1."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(
+                sorted(
+                    p
+                    for p in path.rglob("*.json")
+                    if p.is_file() and (RECORD_NAME.match(p.name) or p.name == "state.json")
+                )
+            )
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise StoreError(f"{path}: no such file or directory")
+    invalid = 0
+    for file in files:
+        problems = validate_file(file)
+        if problems:
+            invalid += 1
+            console.print(f"[red]invalid[/] {file}", markup=True)
+            for problem in problems[:20]:
+                console.print(f"  {problem}", markup=False)
+    console.print(f"{len(files) - invalid} valid, {invalid} invalid ({len(files)} files)")
+    return 1 if invalid else 0
+
+
+def validate_file(path: Path) -> list[str]:
+    """Problems of one file: a record (`NNN.json`) or a loop state (`state.json`)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"cannot read: {exc}"]
+    except json.JSONDecodeError as exc:
+        return [f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+    if path.name == "state.json":
+        return schemas.errors(schemas.LOOP_STATE, data)
+    return schemas.errors(schemas.RECORD, data)
+
+
+def _first_line(text: str, width: int) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,61 @@
+"""Shared fixtures: an in-process `ralph` invocation and the repository's example loop."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_LOOP = "ralph-fix-date-parser-3f9a1c2e"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+RunCli = Callable[..., CliResult]
+
+
+@pytest.fixture
+def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """Run the real console-script entry point in-process; returns exit code, stdout, stderr."""
+    from ralph.cli import main
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        monkeypatch.setattr(sys, "argv", ["ralph", *args])
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        out, err = capsys.readouterr()
+        code = exit_info.value.code
+        return CliResult(code if isinstance(code, int) else 0 if code is None else 1, out, err)
+
+    return invoke
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer setting leaks into a test: RALPH_* and CI variables are cleared."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY":
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def example_project(tmp_path: Path) -> Path:
+    """A copy of the repository's example memory in a fresh project directory."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / ".aiwg", project / ".aiwg")
+    return project

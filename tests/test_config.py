@@ -1,0 +1,80 @@
+"""Settings precedence, durations, check parsing, environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ralph.config import CheckSpec, infer_parser, load, parse_duration
+from ralph.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [(45, 45.0), ("45", 45.0), ("45s", 45.0), ("10m", 600.0), ("2h", 7200.0)]
+)
+def test_durations(raw: object, seconds: float) -> None:
+    assert parse_duration(raw) == seconds
+
+
+def test_bad_duration_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="cannot read duration"):
+        parse_duration("ten minutes", "timeout")
+
+
+def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
+    config = tmp_path / ".aiwg/ralph/config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("max_iterations: 7\npatience: 2\ntimeout: 10m\nchecks: [ruff]\n")
+    assert load(tmp_path, environ={}).max_iterations == 7
+    env = {"RALPH_MAX_ITERATIONS": "9", "RALPH_IDLE_TIMEOUT": "30s", "RALPH_NO_GIT": "true"}
+    settings = load(tmp_path, environ=env)
+    assert (settings.max_iterations, settings.patience, settings.timeout) == (9, 2, 600.0)
+    assert settings.idle_timeout == 30.0 and settings.no_git is True
+    flagged = load(tmp_path, {"max_iterations": 11, "patience": None}, environ=env)
+    assert (flagged.max_iterations, flagged.patience) == (11, 2)
+    assert flagged.checks == [CheckSpec("ruff", "ruff check .", "ruff")]
+
+
+def test_unknown_environment_setting_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown setting 'max_iteratons'") as info:
+        load(tmp_path, environ={"RALPH_MAX_ITERATONS": "3"})
+    assert "max_iterations" in (info.value.hint or "")
+
+
+def test_runtime_variables_are_not_settings(tmp_path: Path) -> None:
+    load(tmp_path, environ={"RALPH_PROMPT_FILE": "/tmp/p", "RALPH_LOOP_ID": "ralph-x-1"})
+
+
+def test_test_shortcut_comes_first_and_infers_parser(tmp_path: Path) -> None:
+    settings = load(tmp_path, {"test": "python -m pytest -q tests/x.py", "checks": ["mypy"]}, {})
+    assert [(c.name, c.parser) for c in settings.all_checks()] == [
+        ("tests", "pytest"),
+        ("mypy", "mypy"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "parser"),
+    [
+        ("pytest -x", "pytest"),
+        ("python -m pytest", "pytest"),
+        (".venv/bin/mypy src", "mypy"),
+        ("uv run ruff check", "ruff"),
+        ("make lint", "shell"),
+    ],
+)
+def test_parser_inference(command: str, parser: str) -> None:
+    assert infer_parser(command) == parser
+
+
+def test_schema_errors_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"max_iterations"):
+        load(tmp_path, {"max_iterations": 0}, {})
+
+
+def test_settings_snapshot_round_trips(tmp_path: Path) -> None:
+    from ralph.config import from_mapping
+
+    settings = load(tmp_path, {"checks": ["pytest", {"name": "lint", "command": "make lint"}]}, {})
+    assert from_mapping(settings.snapshot()) == settings

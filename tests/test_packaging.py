@@ -1,0 +1,97 @@
+"""The wheel ships schemas/ and prompts/, and an installed `ralph` finds them from anywhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import EXAMPLE_LOOP, REPO
+
+
+def fresh_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A new venv that sees this environment's dependencies (offline) but not its ralph."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_dir = venv / "lib" / version / "site-packages"
+    deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (site_dir / "_test_deps.pth").write_text("\n".join(deps) + "\n")
+    return venv, site_dir
+
+
+def pip_into(venv: Path, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "--no-deps", "--no-index", "--no-build-isolation", "-q", *args],
+        check=True,
+    )  # fmt: skip
+
+
+def run_installed(venv: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [str(venv / "bin" / "ralph"), *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    shutil.copytree(REPO / ".aiwg", project / ".aiwg")
+    (project / "src" / "deep").mkdir(parents=True)
+    return project / "src" / "deep"
+
+
+def test_wheel_contains_package_data_and_installed_ralph_uses_it(
+    tmp_path: Path, project: Path
+) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(dist), str(REPO)],
+        check=True,
+    )  # fmt: skip
+    (wheel,) = dist.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for expected in (
+        "ralph/schemas/reflection-memory.schema.json",
+        "ralph/schemas/loop-state.schema.json",
+        "ralph/schemas/config.schema.json",
+        "ralph/prompts/actor.mustache",
+        "ralph/prompts/reflection.mustache",
+        "ralph/prompts/repair.mustache",
+    ):
+        assert expected in names
+    venv, site_dir = fresh_venv(tmp_path)
+    pip_into(venv, str(wheel))
+    located = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import ralph, ralph.schemas as s;"
+         "print(ralph.__file__); print(s.package_data('schemas'))"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout.splitlines()  # fmt: skip
+    assert all(line.startswith(str(site_dir)) for line in located)
+    validate = run_installed(venv, project, "reflections", "validate")
+    assert validate.returncode == 0, validate.stderr
+    assert "4 valid, 0 invalid" in validate.stdout
+    listing = run_installed(venv, project, "reflections", "list")
+    assert EXAMPLE_LOOP in listing.stdout
+
+
+def test_editable_install_finds_package_data(tmp_path: Path, project: Path) -> None:
+    venv, _ = fresh_venv(tmp_path)
+    pip_into(venv, "-e", str(REPO))
+    validate = run_installed(venv, project, "reflections", "validate")
+    assert validate.returncode == 0, validate.stderr
+    assert "4 valid, 0 invalid" in validate.stdout

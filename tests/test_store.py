@@ -1,0 +1,179 @@
+"""MemoryStore: layout, atomic writes, numeric ordering, listings and corrupt files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ralph import store as store_module
+from ralph.errors import PreflightError, StoreError
+from ralph.records import IterationRecord
+from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
+
+from .conftest import EXAMPLE_LOOP
+from .test_records import full_record
+
+
+def record_for(loop_id: str, iteration: int) -> IterationRecord:
+    record = full_record()
+    record.loop_id = loop_id
+    record.iteration = iteration
+    return record
+
+
+def test_new_loop_ids_follow_the_documented_shape() -> None:
+    loop_id = new_loop_id("Fix the failing DATE parser tests!! " + "x" * 80)
+    assert validate_loop_id(loop_id) == loop_id
+    slug = loop_id.removeprefix("ralph-").rsplit("-", 1)[0]
+    assert slug.startswith("fix-the-failing-date-parser-tests") and len(slug) <= 40
+    assert len(loop_id.rsplit("-", 1)[1]) == 8
+    assert new_loop_id("same") != new_loop_id("same")
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "ralph-../x", "ralph-a/b", "ralph-ABC", "other-1"])
+def test_invalid_loop_ids_never_reach_a_path(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(StoreError, match="invalid loop id"):
+        MemoryStore(tmp_path).reflections_dir(bad)
+
+
+def test_records_are_named_nnn_and_sorted_numerically(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    for n in (1, 2, 10, 100, 1000):
+        store.write_record(record_for("ralph-a-1", n))
+    assert (store.reflections_dir("ralph-a-1") / "002.json").exists()
+    assert [n for n, _ in store.record_paths("ralph-a-1")] == [1, 2, 10, 100, 1000]
+    assert store.read_record("ralph-a-1", 10) == record_for("ralph-a-1", 10)
+
+
+def test_invalid_record_is_refused_before_it_reaches_disk(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    record = record_for("ralph-a-1", 1)
+    record.evaluator_output.reward_signal = 3.0
+    with pytest.raises(StoreError, match="reward_signal"):
+        store.write_record(record)
+    assert not store.record_path("ralph-a-1", 1).exists()
+
+
+def test_ensure_writes_a_gitignore_that_keeps_logs_local(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.ensure()
+    lines = (tmp_path / ".aiwg/ralph/.gitignore").read_text().splitlines()
+    assert "loops/" in lines and "reflections/" not in lines
+
+
+def test_state_round_trip_and_crash_detection(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    state = LoopState("ralph-a-1", "task", pid=proc.pid, host=os.uname()[1])
+    store.write_state(state)
+    loaded = store.read_state("ralph-a-1")
+    assert loaded.task == "task" and loaded.status == "running"
+    assert loaded.effective_status() == "crashed"
+    state.pid = os.getpid()
+    store.write_state(state)
+    assert store.read_state("ralph-a-1").effective_status() == "running"
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from ralph.store import atomic_write_text
+target = Path(sys.argv[1])
+big = [("A" * 2_000_000), ("B" * 2_000_000)]
+i = 0
+print("ready", flush=True)
+while True:
+    atomic_write_text(target, '{"v": "%s"}' % big[i % 2])
+    i += 1
+"""
+
+
+def test_atomic_write_killed_mid_write_leaves_old_or_new_file(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    target.write_text('{"v": "old"}')
+    for delay in (0.05, 0.13, 0.21, 0.34):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        value = json.loads(target.read_text())["v"]
+        assert value == "old" or set(value) in ({"A"}, {"B"})
+        assert len(value) in (3, 2_000_000)
+
+
+def test_listing_a_thousand_loops_reads_only_state_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path)
+    data = json.dumps(record_for("ralph-a-1", 1).to_json())
+    for i in range(1000):
+        loop_id = f"ralph-loop-{i:04d}"
+        folder = store.reflections_dir(loop_id)
+        folder.mkdir(parents=True)
+        (folder / "001.json").write_text(data)
+        store.write_state(LoopState(loop_id, f"task {i}", status="completed", iteration=1))
+    opened: list[str] = []
+    real = store_module.read_json
+
+    def spy(path: Path) -> object:
+        opened.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(store_module, "read_json", spy)
+    listings = store.list_loops()
+    assert len(listings) == 1000
+    assert all(item.record_count == 1 for item in listings)
+    assert set(opened) == {"state.json"} and len(opened) == 1000
+
+
+def test_corrupt_files_are_reported_not_fatal(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    store.write_record(record_for("ralph-a-1", 1))
+    store.reflections_dir("ralph-a-1").joinpath("002.json").write_text("{not json")
+    store.reflections_dir("ralph-a-1").joinpath("003.json").write_text('{"loop_id": "x"}')
+    store.loop_dir("ralph-b-2").mkdir(parents=True)
+    store.state_path("ralph-b-2").write_text("[]")
+    files = store.read_records("ralph-a-1")
+    assert [f.record is not None for f in files] == [True, False, False]
+    assert "not JSON" in files[1].problems[0]
+    assert any("required property" in p for p in files[2].problems)
+    listings = {item.loop_id: item for item in store.list_loops()}
+    assert listings["ralph-b-2"].state is None
+    assert "invalid loop state" in (listings["ralph-b-2"].problem or "")
+    assert listings["ralph-a-1"].problem == "no state file"
+
+
+def test_lock_refuses_a_second_loop_and_ignores_a_stale_lock(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    with (
+        store.lock("ralph-a-1", tmp_path),
+        pytest.raises(PreflightError, match="ralph-a-1 is already running"),
+        store.lock("ralph-b-2", tmp_path),
+    ):
+        pass
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    path = store_module.lock_path(store, tmp_path)
+    path.write_text(json.dumps({"loop_id": "ralph-old-1", "pid": proc.pid, "host": os.uname()[1]}))
+    with store.lock("ralph-b-2", tmp_path):
+        assert "ralph-b-2" in path.read_text()
+    assert not path.exists()
+
+
+def test_discover_finds_the_memory_from_a_subdirectory(example_project: Path) -> None:
+    sub = example_project / "src" / "deep"
+    sub.mkdir(parents=True)
+    store = MemoryStore.discover(sub)
+    assert store.root == example_project.resolve()
+    assert store.latest_loop() == EXAMPLE_LOOP
