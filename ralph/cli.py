@@ -153,18 +153,25 @@ def fail(error: RalphError) -> NoReturn:
 
 def main() -> None:
     """Console-script entry point: run the app, turn errors into one line and an exit code."""
-    import click
-
     try:
         code = app(standalone_mode=False)
     except RalphError as error:
         if os.environ.get("RALPH_DEBUG"):
             raise
         fail(error)
-    except click.exceptions.ClickException as error:
-        error.show()
-        sys.exit(2 if isinstance(error, click.UsageError) else error.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         print("ralph: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as error:
+        # Usage errors of the CLI parser (typer's vendored click): they know how to show
+        # themselves; exit 2 like every other usage error.
+        show = getattr(error, "show", None)
+        if os.environ.get("RALPH_DEBUG"):
+            raise
+        if show is None:
+            sys.stderr.write(f"ralph: internal error: {type(error).__name__}: {error}\n")
+            sys.stderr.write("hint: run again with `ralph --debug ...` for the traceback\n")
+            sys.exit(2)
+        show()
+        sys.exit(int(getattr(error, "exit_code", 2)))
     sys.exit(code if isinstance(code, int) else 0)

@@ -165,3 +165,8 @@ def test_example_memory_is_shipped_in_the_repository() -> None:
 
     assert shutil.which("git") is not None
     assert (REPO / ".aiwg/ralph/loops" / EXAMPLE_LOOP / "state.json").is_file()
+
+
+def test_usage_errors_exit_2_without_traceback(ralph: RunCli) -> None:
+    result = ralph("reflections", "list", "--bogus")
+    assert result.code == 2 and "No such option" in result.err and "Traceback" not in result.err
