@@ -1,0 +1,83 @@
+"""`PROVIDER:MODEL` specs to chat clients, configured from the providers' usual variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ralph.errors import ConfigError, PreflightError
+from ralph.providers.base import ChatClient
+from ralph.providers.http import DEFAULT_DEADLINE
+
+PROVIDERS = ("openai", "anthropic", "ollama")
+_EXAMPLE = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "ollama": "qwen2.5-coder"}
+_HINT = "use one of: " + ", ".join(f"{name}:MODEL" for name in PROVIDERS)
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """("openai", "gpt-4o") from "openai:gpt-4o"; the model may itself contain colons."""
+    name, sep, model = spec.strip().partition(":")
+    name = name.strip().lower()
+    if not sep:
+        raise ConfigError(f"{spec!r} is not a PROVIDER:MODEL spec", hint=_HINT)
+    if name not in PROVIDERS:
+        raise ConfigError(
+            f"unknown provider {name!r} in {spec!r} (valid: {', '.join(PROVIDERS)})", hint=_HINT
+        )
+    if not model.strip():
+        raise ConfigError(f"{spec!r} names no model", hint=f"e.g. {name}:{_EXAMPLE[name]}")
+    return name, model.strip()
+
+
+def make_client(
+    spec: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> ChatClient:
+    """A ready client for `spec`; PreflightError when the key it needs is missing."""
+    env = os.environ if environ is None else environ
+    name, model = parse_spec(spec)
+    if name == "openai":
+        from ralph.providers.openai import OpenAIClient
+
+        key = _get(env, "OPENAI_API_KEY")
+        base_url = _get(env, "OPENAI_BASE_URL")
+        if key is None and base_url is None:
+            raise PreflightError(
+                f"OPENAI_API_KEY is not set (needed for {spec})",
+                hint="export OPENAI_API_KEY, or set OPENAI_BASE_URL to a local server",
+            )
+        return OpenAIClient(model, api_key=key, base_url=base_url, deadline=deadline)
+    if name == "anthropic":
+        from ralph.providers.anthropic import AnthropicClient
+
+        key = _get(env, "ANTHROPIC_API_KEY")
+        if key is None:
+            raise PreflightError(
+                f"ANTHROPIC_API_KEY is not set (needed for {spec})",
+                hint="export ANTHROPIC_API_KEY, or choose another provider",
+            )
+        base_url = _get(env, "ANTHROPIC_BASE_URL")
+        return AnthropicClient(model, api_key=key, base_url=base_url, deadline=deadline)
+    from ralph.providers.ollama import OllamaClient
+
+    return OllamaClient(model, host=_get(env, "OLLAMA_HOST"), deadline=deadline)
+
+
+def provider_available(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `name` looks configured here: for `--actor auto` to pick a provider."""
+    env = os.environ if environ is None else environ
+    if name == "openai":
+        return _get(env, "OPENAI_API_KEY") is not None or _get(env, "OPENAI_BASE_URL") is not None
+    if name == "anthropic":
+        return _get(env, "ANTHROPIC_API_KEY") is not None
+    if name == "ollama":
+        return _get(env, "OLLAMA_HOST") is not None
+    raise ConfigError(f"unknown provider {name!r} (valid: {', '.join(PROVIDERS)})", hint=_HINT)
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    # Keys pasted from files often carry a trailing newline; an empty value means unset.
+    value = env.get(name, "").strip()
+    return value or None
