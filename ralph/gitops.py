@@ -1,0 +1,568 @@
+"""Git for the loop: a clean-tree guard, the loop branch, one commit per iteration, rollback.
+
+Everything here protects user work: no `git clean`, no hard reset, nothing under `.aiwg/ralph/`
+is ever committed or checked out (memory survives rollbacks), and diffs and commits are built in
+a temporary index so the user's own index is left alone. Without git a file snapshot gives the
+same `changes()`, so the loop records what the actor really did either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ralph.errors import PreflightError, RalphError
+from ralph.records import Action, ActionType, Changes, TotalChanges
+from ralph.redact import redact
+from ralph.store import validate_loop_id
+
+DIFF_CAP = 4000  # characters of diff kept per action in a record
+PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
+PATCH_MAX_LINES = 20_000  # a file changing more lines than this is counted but not diffed
+SNAPSHOT_MAX_BYTES = 1 << 20  # larger files are hashed, not kept for diffing
+RACY_NS = 2_000_000_000  # a file touched this close to a snapshot is compared by content
+SKIP_NAMES = frozenset(
+    {".git", ".aiwg", "__pycache__", ".venv", "venv", "node_modules"}
+    | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
+DEFAULT_IDENTITY = {"NAME": "ralph", "EMAIL": "ralph@localhost"}
+
+ChangeKind = Literal["modified", "created", "deleted"]
+ACTION_TYPES: dict[str, ActionType] = {
+    "modified": "code_modification",
+    "created": "file_creation",
+    "deleted": "file_deletion",
+}
+
+
+@dataclass
+class FileChange:
+    path: str
+    kind: ChangeKind
+    additions: int
+    deletions: int
+    diff: str
+
+
+@dataclass
+class ChangeSet:
+    files: list[FileChange] = field(default_factory=list)
+
+    def actions(self) -> list[Action]:
+        """One record action per file; diffs capped and redacted before they reach disk."""
+        return [
+            Action(
+                type=ACTION_TYPES[f.kind],
+                description=f"{f.kind} {f.path} (+{f.additions} -{f.deletions})",
+                file_path=f.path,
+                changes=Changes(f.additions, f.deletions, cap_diff(redact(f.diff))),
+            )
+            for f in self.files
+        ]
+
+    def total(self) -> TotalChanges:
+        return TotalChanges(
+            files_changed=len(self.files),
+            lines_added=sum(f.additions for f in self.files),
+            lines_deleted=sum(f.deletions for f in self.files),
+        )
+
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    def summary(self) -> str:
+        if not self.files:
+            return "no changes"
+        t = self.total()
+        noun = "file" if t.files_changed == 1 else "files"
+        head = f"{t.files_changed} {noun} changed, +{t.lines_added} -{t.lines_deleted}"
+        return f"{head}: {name_some(self.paths(), 5)}"
+
+
+class Workspace(Protocol):
+    """What the loop needs from the project directory, with or without git."""
+
+    root: Path
+    is_git: bool
+
+    def begin_iteration(self) -> None: ...
+    def changes(self) -> ChangeSet: ...
+    def commit_iteration(self, message: str) -> str | None: ...
+    def restore(self, commit: str) -> None: ...
+    def current_commit(self) -> str | None: ...
+
+
+def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
+    if len(diff) <= cap:
+        return diff
+    return diff[:cap] + f"\n[... diff truncated: {len(diff) - cap} more characters]"
+
+
+def name_some(paths: list[str], limit: int) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f", ... (+{len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+def find_repo_root(path: Path) -> Path | None:
+    """The top of the git work tree holding `path`, or None (no repo, bare repo, no git)."""
+    start = path if path.is_dir() else path.parent
+    if not start.is_dir():
+        return None
+    try:
+        import git
+    except ImportError:  # GitPython refuses to import without a git executable
+        return None
+    try:
+        status, out, _ = git.Git(str(start)).execute(
+            ["git", "-C", str(start), "rev-parse", "--show-toplevel"],
+            with_extended_output=True,
+            with_exceptions=False,
+        )
+    except (git.GitCommandNotFound, OSError):
+        return None
+    top = str(out).strip()
+    return Path(top) if status == 0 and top else None
+
+
+def open_workspace(root: Path, *, use_git: bool = True) -> Workspace:
+    if use_git and find_repo_root(root) is not None:
+        return GitWorkspace(root)
+    return SnapshotWorkspace(root)
+
+
+class _Git:
+    """Runs git through GitPython in one work tree; failures become one-line RalphErrors."""
+
+    def __init__(self, toplevel: Path) -> None:
+        import git
+
+        self.toplevel = toplevel
+        self._cmd = git.Git(str(toplevel))
+        # Our pathspecs use magic (`:(exclude)`); a user's literal-pathspec setting would break it.
+        self.env: dict[str, str] = {"GIT_LITERAL_PATHSPECS": "0"}
+
+    def run(
+        self, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+    ) -> tuple[int, bytes, str]:
+        import git
+
+        try:
+            status, out, err = self._cmd.execute(
+                ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                with_extended_output=True,
+                with_exceptions=False,
+                stdout_as_string=False,
+                strip_newline_in_stdout=False,
+                env={**self.env, **(env or {})},
+            )
+        except git.GitCommandNotFound as exc:
+            raise PreflightError(
+                "git is not installed", hint="install git or use --no-git"
+            ) from exc
+        if check and status != 0:
+            first = (str(err).strip().splitlines() or ["no output"])[0]
+            hint = f"see `git status` in {self.toplevel}"
+            raise RalphError(f"git {args[0]} failed: {first}", hint=hint)
+        return int(status or 0), bytes(out or b""), str(err or "")
+
+    def text(self, *args: str, env: Mapping[str, str] | None = None) -> str:
+        return self.run(*args, env=env)[1].decode("utf-8", "surrogateescape").strip()
+
+    def names(self, *args: str, env: Mapping[str, str] | None = None) -> list[str]:
+        """NUL-separated output (`-z`) as paths, exactly as git spells them."""
+        out = self.run(*args, env=env)[1].decode("utf-8", "surrogateescape")
+        return [item for item in out.split("\0") if item]
+
+    def ok(self, *args: str) -> bool:
+        return self.run(*args, check=False)[0] == 0
+
+
+class GitWorkspace:
+    """The loop's workspace in a git repository: branch, iteration commits, rollback, rescue."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.is_git = True
+        top = find_repo_root(self.root)
+        if top is None:
+            raise PreflightError(f"{root} is not inside a git work tree", hint="use --no-git")
+        self._git = _Git(top)
+        self._git.env.update(self._identity_env())
+        memory = Path(os.path.relpath(self.root / ".aiwg" / "ralph", top)).as_posix()
+        self._memory = f":(literal){memory}"
+        self._exclude = f":(exclude,literal){memory}"
+        index = Path(self._git.text("rev-parse", "--git-path", "index"))
+        self._index = index if index.is_absolute() else top / index
+        self._base_tree: str | None = None
+
+    def _identity_env(self) -> dict[str, str]:
+        """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
+        env: dict[str, str] = {}
+        for part, key in (("NAME", "user.name"), ("EMAIL", "user.email")):
+            if self._git.run("config", "--get", key, check=False)[1].strip():
+                continue
+            for role in ("AUTHOR", "COMMITTER"):
+                if not os.environ.get(f"GIT_{role}_{part}"):
+                    env[f"GIT_{role}_{part}"] = DEFAULT_IDENTITY[part]
+        return env
+
+    # -- small queries -------------------------------------------------------------------------
+
+    def current_commit(self) -> str | None:
+        status, out, _ = self._git.run("rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+        return out.decode().strip() if status == 0 else None
+
+    def _current_branch(self) -> str | None:
+        status, out, _ = self._git.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
+        return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
+
+    def dirty_files(self) -> list[str]:
+        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`."""
+        entries = self._git.names(
+            "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
+            "--", ".", self._exclude,
+        )  # fmt: skip
+        return [entry[3:] for entry in entries]
+
+    # -- temporary index: diffs and commits without touching the user's index -------------------
+
+    @contextlib.contextmanager
+    def _scratch_index(self) -> Iterator[dict[str, str]]:
+        with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
+            path = Path(tmp) / "index"
+            if self._index.exists():  # reuse the stat cache so `add -A` need not rehash
+                shutil.copyfile(self._index, path)
+            yield {"GIT_INDEX_FILE": str(path)}
+
+    def _stage_tree(self, env: Mapping[str, str], *, memory_from_head: bool = False) -> str:
+        """Stage the work tree (outside memory) into the index `env` names; return its tree."""
+        self._git.run("add", "-A", "--", ".", self._exclude, env=env)
+        if memory_from_head:  # what the user staged under .aiwg/ralph stays out of our commits
+            if self.current_commit():
+                self._git.run("reset", "-q", "HEAD", "--", self._memory, env=env)
+            else:
+                rm = ("rm", "-r", "-q", "--cached", "--ignore-unmatch")
+                self._git.run(*rm, "--", self._memory, env=env)
+        return self._git.text("write-tree", env=env)
+
+    def _tree_of(self, rev: str | None) -> str:
+        if rev is not None:
+            return self._git.text("rev-parse", f"{rev}^{{tree}}")
+        with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
+            return self._git.text("write-tree", env={"GIT_INDEX_FILE": str(Path(tmp) / "i")})
+
+    def _commit_tree(self, tree: str, parents: list[str], message: str) -> str:
+        args = [arg for parent in parents for arg in ("-p", parent)]
+        return self._git.text("commit-tree", tree, *args, "-m", message)
+
+    # -- the Workspace protocol ----------------------------------------------------------------
+
+    def begin_iteration(self) -> None:
+        with self._scratch_index() as env:
+            self._base_tree = self._stage_tree(env)
+
+    def changes(self) -> ChangeSet:
+        base = self._base_tree or self._tree_of(self.current_commit())
+        with self._scratch_index() as env:
+            self._stage_tree(env)
+            diff = ("diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff")
+            spec = ("--", ".", self._exclude)
+            kinds = self._git.names(*diff, "--name-status", "-z", base, *spec, env=env)
+            counts = self._git.names(*diff, "--numstat", "-z", base, *spec, env=env)
+            status = dict(zip(kinds[1::2], kinds[0::2], strict=True))
+            files = [_numstat_change(entry, status) for entry in counts]
+            wanted = [
+                f for f in files if f.diff == "" and f.additions + f.deletions <= PATCH_MAX_LINES
+            ][:PATCH_MAX_FILES]
+            if wanted:
+                paths = [f":(literal){f.path}" for f in wanted]
+                out = self._git.run(*diff, "--no-textconv", "-p", base, "--", *paths, env=env)[1]
+                chunks = re.split(r"(?m)^(?=diff --git )", out.decode("utf-8", "replace"))
+                chunks = [chunk for chunk in chunks if chunk]
+                if len(chunks) == len(wanted):
+                    for change, chunk in zip(wanted, chunks, strict=True):
+                        change.diff = chunk
+        for change in files:
+            change.diff = change.diff or "(diff not recorded: change too large)"
+        return ChangeSet(files)
+
+    def commit_iteration(self, message: str) -> str:
+        """Commit everything but memory (even nothing: every iteration gets a sha)."""
+        head = self.current_commit()
+        self._git.run("add", "-A", "--", ".", self._exclude)  # the user's index mirrors HEAD after
+        with self._scratch_index() as env:
+            tree = self._stage_tree(env, memory_from_head=True)
+        sha = self._commit_tree(tree, [head] if head else [], message)
+        self._git.run("update-ref", "-m", message, "HEAD", sha, head or "")
+        return sha
+
+    def restore(self, commit: str) -> None:
+        """Roll code back to `commit`; memory, ignored and untracked files stay as they are."""
+        if not self._git.ok("rev-parse", "-q", "--verify", f"{commit}^{{commit}}"):
+            raise RalphError(f"cannot roll back: no commit {commit}", hint="see `git log`")
+        dirty = self.dirty_files()
+        if dirty:
+            raise RalphError(
+                f"cannot roll back over uncommitted changes: {name_some(dirty, 10)}",
+                hint="commit the iteration before restoring an earlier one",
+            )
+        head = self.current_commit() or self._tree_of(None)
+        added = self._git.names(
+            "diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", commit, head,
+            "--", ".", self._exclude,
+        )  # fmt: skip
+        self._remove(added)  # committed after `commit`, so still in history; first, so a
+        # directory that replaced a file is gone before checkout writes the file back
+        status, _, err = self._git.run("checkout", commit, "--", ".", self._exclude, check=False)
+        if status != 0 and "did not match any file" not in err:
+            raise RalphError(f"git checkout failed: {err.strip()}", hint="see `git status`")
+        self._git.run("reset", "-q", "--", ".", self._exclude)  # the index mirrors HEAD again
+
+    def _remove(self, paths: list[str]) -> None:
+        top = self._git.toplevel
+        for name in paths:
+            path = top / name
+            with contextlib.suppress(OSError):  # a directory (say, a submodule) is left alone
+                path.unlink()
+            for parent in path.parents:  # drop directories the removal left empty
+                if parent == top or top not in parent.parents:
+                    break
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+
+    # -- loop lifecycle ------------------------------------------------------------------------
+
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> dict[str, Any]:
+        """Create and check out `ralph/<loop-id>`; returns the state's `git` object.
+
+        With `allow_dirty`, the user's uncommitted work is recorded as a first "starting point"
+        commit on the loop branch (the tree itself is untouched) and becomes `base_commit`, so
+        any rollback, even to the very beginning, brings that work back rather than dropping it.
+        """
+        validate_loop_id(loop_id)
+        head = self.current_commit()
+        if head is None:
+            raise PreflightError(
+                "the git repository has no commits yet",
+                hint="commit something first (git commit --allow-empty -m init), or use --no-git",
+            )
+        dirty = self.dirty_files()
+        if dirty and not allow_dirty:
+            raise PreflightError(
+                f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
+                hint="commit or stash them first, or pass --allow-dirty to keep them in the loop",
+            )
+        branch = f"ralph/{loop_id}"
+        if self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
+            raise PreflightError(
+                f"branch {branch} already exists", hint="use `ralph resume` or another --loop-id"
+            )
+        original = self._current_branch()
+        self._git.run("checkout", "-q", "-b", branch)  # same commit: the tree is untouched
+        base = head
+        if dirty:
+            note = f"ralph: {loop_id} starting point (uncommitted changes on {original or head})"
+            base = self.commit_iteration(note)
+        return {
+            "branch": branch,
+            "base_commit": base,
+            "original_branch": original,
+            "original_commit": head,
+        }
+
+    def resume_loop(self, git_state: Mapping[str, Any]) -> None:
+        """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
+        branch = str(git_state.get("branch") or "")
+        if not branch or self._current_branch() == branch:
+            return
+        if not self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
+            raise PreflightError(f"the loop branch {branch} is gone", hint="start a new loop")
+        dirty = self.dirty_files()
+        if dirty:
+            raise PreflightError(
+                f"cannot switch to {branch}: uncommitted changes: {name_some(dirty, 10)}",
+                hint="commit or stash them, then resume again",
+            )
+        touched = self._git.names(
+            "diff", "--name-only", "-z", "--no-renames", "HEAD", f"refs/heads/{branch}",
+            "--", self._memory,
+        )  # fmt: skip
+        top = self._git.toplevel
+        saved = {name: _read_or_none(top / name) for name in touched}
+        for name in touched:  # out of checkout's way; written back below
+            with contextlib.suppress(FileNotFoundError):
+                (top / name).unlink()
+        if touched:
+            self._git.run("reset", "-q", "HEAD", "--", *[f":(literal){n}" for n in touched])
+        self._git.run("checkout", "-q", branch)
+        for name, data in saved.items():
+            path = top / name
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+
+    def rescue(self, loop_id: str, iteration: int) -> str | None:
+        """Save an interrupted attempt's leftovers on `refs/ralph/rescue/<loop>/<n>`; clear them.
+
+        Only paths whose content the rescue commit holds are put back to HEAD, so nothing
+        that is not saved there is ever touched.
+        """
+        validate_loop_id(loop_id)
+        head = self.current_commit()
+        if head is None:
+            return None
+        with self._scratch_index() as env:
+            tree = self._stage_tree(env, memory_from_head=True)
+        if tree == self._tree_of(head):
+            self._git.run("reset", "-q", "--", ".", self._exclude)
+            return None
+        ref = f"refs/ralph/rescue/{loop_id}/{int(iteration)}"
+        old = self._git.run("rev-parse", "-q", "--verify", ref, check=False)[1].decode().strip()
+        message = f"ralph: {loop_id} iteration {iteration} leftovers of an interrupted attempt"
+        sha = self._commit_tree(tree, [head, *([old] if old else [])], message)
+        self._git.run("update-ref", "-m", message, ref, sha)
+        entries = self._git.names(
+            "diff", "--name-status", "-z", "--no-renames", head, sha, "--", ".", self._exclude
+        )
+        pairs = list(zip(entries[0::2], entries[1::2], strict=True))
+        self._remove([name for status, name in pairs if status == "A"])
+        back = [f":(literal){name}" for status, name in pairs if status != "A"]
+        for start in range(0, len(back), 200):
+            self._git.run("checkout", head, "--", *back[start : start + 200])
+        self._git.run("reset", "-q", "--", ".", self._exclude)
+        return ref
+
+
+def _numstat_change(entry: str, status: Mapping[str, str]) -> FileChange:
+    added, deleted, path = entry.split("\t", 2)
+    letter = status.get(path, "M")[:1]
+    kind: ChangeKind = "created" if letter == "A" else "deleted" if letter == "D" else "modified"
+    if added == "-":  # git marks binary files with dashes
+        return FileChange(path, kind, 0, 0, "binary file")
+    return FileChange(path, kind, int(added), int(deleted), "")
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
+
+
+# -- without git -------------------------------------------------------------------------------
+
+
+@dataclass
+class _FileState:
+    size: int
+    mtime_ns: int
+    digest: str
+    content: bytes | None  # zlib-compressed; None when too large to keep
+
+
+class SnapshotWorkspace:
+    """Outside git: hash every file at the start of an iteration and diff against that."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.is_git = False
+        self._base: dict[str, _FileState] = {}
+        self._taken_ns = 0
+
+    def begin_iteration(self) -> None:
+        now = time.time_ns()
+        self._base = self._scan(self._base, self._taken_ns)
+        self._taken_ns = now
+
+    def changes(self) -> ChangeSet:
+        current = self._scan(self._base, self._taken_ns)
+        files: list[FileChange] = []
+        for path in sorted(self._base.keys() | current.keys()):
+            old, new = self._base.get(path), current.get(path)
+            if old is not None and new is not None and old.digest == new.digest:
+                continue
+            kind: ChangeKind = (
+                "created" if old is None else "deleted" if new is None else "modified"
+            )
+            files.append(_text_change(path, kind, old, new))
+        return ChangeSet(files)
+
+    def commit_iteration(self, message: str) -> str | None:
+        return None
+
+    def restore(self, commit: str) -> None:
+        raise RalphError("rollback needs git", hint="run ralph inside a git repository")
+
+    def current_commit(self) -> str | None:
+        return None
+
+    def _scan(self, previous: dict[str, _FileState], taken_ns: int) -> dict[str, _FileState]:
+        """Reuse an entry when size and mtime match and it was not touched near the snapshot."""
+        states: dict[str, _FileState] = {}
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
+            for name in filenames:
+                if name in SKIP_NAMES or name.endswith(".pyc"):
+                    continue
+                full = os.path.join(dirpath, name)
+                rel = Path(os.path.relpath(full, self.root)).as_posix()
+                try:
+                    st = os.lstat(full)
+                    prev = previous.get(rel)
+                    if (
+                        prev is not None
+                        and (prev.size, prev.mtime_ns) == (st.st_size, st.st_mtime_ns)
+                        and st.st_mtime_ns < taken_ns - RACY_NS
+                    ):
+                        states[rel] = prev
+                        continue
+                    data = os.readlink(full).encode() if os.path.islink(full) else _read(full)
+                except OSError:  # vanished or unreadable: not ours to report
+                    continue
+                kept = zlib.compress(data, 1) if len(data) <= SNAPSHOT_MAX_BYTES else None
+                digest = hashlib.sha256(data).hexdigest()
+                states[rel] = _FileState(st.st_size, st.st_mtime_ns, digest, kept)
+        return states
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _text_change(
+    path: str, kind: ChangeKind, old: _FileState | None, new: _FileState | None
+) -> FileChange:
+    if any(s is not None and s.content is None for s in (old, new)):
+        return FileChange(path, kind, 0, 0, "(file too large to diff)")
+    before, after = (zlib.decompress(s.content) if s and s.content else b"" for s in (old, new))
+    if b"\0" in before[:8192] or b"\0" in after[:8192]:
+        return FileChange(path, kind, 0, 0, "binary file")
+    lines = list(
+        difflib.unified_diff(
+            before.decode("utf-8", "replace").splitlines(),
+            after.decode("utf-8", "replace").splitlines(),
+            "/dev/null" if old is None else f"a/{path}",
+            "/dev/null" if new is None else f"b/{path}",
+            lineterm="",
+        )
+    )
+    added = sum(1 for line in lines[2:] if line.startswith("+"))
+    deleted = sum(1 for line in lines[2:] if line.startswith("-"))
+    return FileChange(path, kind, added, deleted, "\n".join(lines))
