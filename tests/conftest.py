@@ -45,11 +45,12 @@ def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No developer setting leaks into a test: RALPH_* and CI variables are cleared."""
+    """No developer setting leaks into a test: RALPH_*, step summary and proxy variables."""
     import os
 
+    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
     for name in list(os.environ):
-        if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY":
+        if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY" or name.lower() in proxies:
             monkeypatch.delenv(name)
 
 
