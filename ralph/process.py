@@ -79,11 +79,14 @@ def run(
     idle_timeout: float | None = None,
     cap: int = DEFAULT_CAP,
     on_output: OutputCallback | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> ProcessResult:
     """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
 
     A KeyboardInterrupt while waiting kills the process group and is re-raised, so the caller
-    can save its state; the partial result is not returned in that case.
+    can save its state; the partial result is not returned in that case. `on_start` receives
+    the process as soon as it exists, so a caller running several commands in worker threads
+    (where no KeyboardInterrupt arrives) can still `kill_group` them all on Ctrl-C.
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**os.environ, **(env or {})}
@@ -97,6 +100,8 @@ def run(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    if on_start is not None:
+        on_start(proc)
     buffers = {"stdout": CappedBuffer(cap), "stderr": CappedBuffer(cap)}
     last_output = [time.monotonic()]
     readers = [

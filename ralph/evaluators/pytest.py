@@ -1,0 +1,276 @@
+"""The pytest check: runs the tests with a JUnit XML report and reads failures from it.
+
+JUnit XML is pytest's stable machine-readable output; the text output is only read when no
+report was written (pytest never started its session, or ran behind a wrapper such as tox).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.evaluators.shell import (
+    CommandCheck,
+    crashed,
+    first_lines,
+    insert_after,
+    make_result,
+    output_tail,
+    project_file,
+    relative_path,
+    timed_out,
+    tool_pattern,
+)
+from ralph.process import ProcessResult
+from ralph.records import CheckStatus, Diagnostic, Metrics
+from ralph.redact import redact
+
+PYTEST = tool_pattern(r"py\.test|pytest")
+TRACE_LINES = 15
+# `path:LINE: ` ends each entry of pytest's long traceback; `path:LINE: in func` the short one.
+FRAME = re.compile(r"^(?P<path>[^\s:<>\[][^:\n]*?):(?P<line>\d+):(?: |$)", re.MULTILINE)
+FILE_LINE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
+QUOTED_MODULE = re.compile(r"(?:importing test module|loading conftest) '(?P<path>[^']+)'")
+SECTION = re.compile(r"^_{3,} ERROR collecting (?P<path>\S+) _{3,}$", re.MULTILINE)
+FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<id>\S+)(?: - (?P<msg>.*))?$", re.MULTILINE)
+SUMMARY_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+@dataclass
+class PytestReport:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list[Diagnostic] = field(default_factory=list)
+    collection: list[Diagnostic] = field(default_factory=list)
+
+
+class PytestCheck(CommandCheck):
+    """Score: passed / total; collection errors count as failures and are reported first."""
+
+    def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        fd, name = tempfile.mkstemp(prefix="ralph-junit-", suffix=".xml")
+        os.close(fd)
+        junit = Path(name)
+        option = f"--junitxml={shlex.quote(str(junit))}"
+        command = insert_after(self.spec.command, PYTEST, option)
+        env: dict[str, str] = {}
+        if command is None:  # pytest behind a wrapper: hand it the option through the env
+            command = self.spec.command
+            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
+        try:
+            res = self.execute(command, cwd, env=env, on_output=on_output)
+            xml_text = junit.read_text("utf-8", errors="replace")
+        finally:
+            with contextlib.suppress(OSError):
+                junit.unlink()
+        if res.timed_out:
+            return timed_out(self.spec, res, self.timeout)
+        return self.judge(res, xml_text, cwd, {**os.environ, **env})
+
+    def judge(
+        self, res: ProcessResult, xml_text: str, cwd: Path, environ: dict[str, str]
+    ) -> CheckOutcome:
+        """Exit codes: 0 ok, 1 failures, 2 interrupted, 3 internal error, 4 usage, 5 no tests."""
+        code = res.exit_code
+        if code not in (0, 1, 2, 4, 5):
+            return crashed(self.spec, res, "pytest crashed")
+        report = parse_junit(xml_text, cwd, environ) or parse_text(res, cwd)
+        errors = report.collection + report.failures
+        if not errors and code == 5:
+            errors = [
+                Diagnostic(
+                    type="other",
+                    message="no tests ran: pytest collected no tests (exit code 5); "
+                    f"check the paths and -k/-m filters in `{self.spec.command}`",
+                    severity="error",
+                )
+            ]
+        elif not errors and code in (2, 4):
+            reason = _error_line(res) or "pytest could not start the test session"
+            return crashed(self.spec, res, reason)
+        elif not errors and code == 1:
+            errors = [
+                Diagnostic(
+                    type="other",
+                    message="pytest exited with code 1 but reported no failing test",
+                    stack_trace=output_tail(res) or None,
+                    severity="error",
+                )
+            ]
+        passed = code == 0 and not errors
+        ran = report.passed + report.failed
+        units = ran + len(report.collection)
+        score = 1.0 if passed else (report.passed / units if units else 0.0)
+        metrics = Metrics(tests_passed=report.passed, tests_failed=report.failed, tests_total=ran)
+        status: CheckStatus = "pass" if passed else "fail"
+        return CheckOutcome(self.spec, make_result(self.spec, status, res), errors, metrics, score)
+
+
+def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestReport | None:
+    """Counts and diagnostics from a JUnit XML report; None when there is no usable report."""
+    if not xml_text.strip():
+        return None
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError:
+        return None
+    report = PytestReport()
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        failure, error = case.find("failure"), case.find("error")
+        if not classname and error is not None:  # a module that could not be collected
+            text = redact(error.text or "", environ)
+            report.collection.append(error_block(text, cwd, _module_path(name, cwd)))
+            continue
+        node = failure if failure is not None else error
+        if node is not None:
+            report.failed += 1
+            report.failures.append(_failure(classname, name, node, cwd, environ))
+        elif case.find("skipped") is not None:
+            report.skipped += 1
+        else:
+            report.passed += 1
+    return report
+
+
+def _failure(
+    classname: str, name: str, node: ET.Element, cwd: Path, environ: dict[str, str]
+) -> Diagnostic:
+    text = redact(node.text or "", environ)
+    test_file, test_id = junit_test_id(classname, name, cwd)
+    message = redact(node.get("message") or "", environ) or _exception_line(text) or "failed"
+    if node.tag == "error":
+        message = f"error outside the test body: {message}"
+    frame = deepest_frame(text, cwd)
+    file, line = frame if frame else (test_file, None)
+    return Diagnostic(
+        type="test_failure",
+        message=first_lines(message),
+        file=file,
+        line=line,
+        rule=test_id,
+        stack_trace="\n".join(text.rstrip().splitlines()[-TRACE_LINES:]) or None,
+        severity="error",
+    )
+
+
+def junit_test_id(classname: str, name: str, cwd: Path) -> tuple[str | None, str]:
+    """`tests.test_x.TestC` + `test_m[1]` -> (`tests/test_x.py`, `tests/test_x.py::TestC::...`)."""
+    parts = classname.split(".") if classname else []
+    for i in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:i]) + ".py"
+        if (cwd / candidate).is_file():
+            return candidate, "::".join([candidate, *parts[i:], name])
+    return None, "::".join([*([classname] if classname else []), name])
+
+
+def _module_path(dotted: str, cwd: Path) -> str | None:
+    candidate = dotted.replace(".", "/") + ".py"
+    return candidate if (cwd / candidate).is_file() else None
+
+
+def deepest_frame(text: str, cwd: Path) -> tuple[str, int] | None:
+    """The innermost traceback entry that is a file of the project (not the stdlib or a venv)."""
+    found = None
+    for match in FRAME.finditer(text):
+        path = project_file(match["path"], cwd)
+        if path is not None:
+            found = (path, int(match["line"]))
+    return found
+
+
+def error_block(text: str, cwd: Path, default_file: str | None = None) -> Diagnostic:
+    """One collection or conftest error: a SyntaxError points at its line, others at a frame."""
+    exception = _exception_line(text) or first_lines(text, 1) or "collection failed"
+    trace = "\n".join(text.rstrip().splitlines()[-TRACE_LINES:]) or None
+    if exception.startswith(SYNTAX_ERRORS):
+        located = list(FILE_LINE.finditer(text))
+        if located:
+            where = located[-1]
+            return Diagnostic(
+                type="syntax_error",
+                message=exception,
+                file=relative_path(where["path"], cwd),
+                line=int(where["line"]),
+                stack_trace=trace,
+                severity="error",
+            )
+    frame = deepest_frame(text, cwd)
+    file: str | None = frame[0] if frame else default_file
+    if file is None and (quoted := QUOTED_MODULE.search(text)):
+        file = relative_path(quoted["path"], cwd)
+    return Diagnostic(
+        type="syntax_error" if exception.startswith(SYNTAX_ERRORS) else "runtime_error",
+        message=exception,
+        file=file,
+        line=frame[1] if frame else None,
+        stack_trace=trace,
+        severity="error",
+    )
+
+
+def _exception_line(text: str) -> str | None:
+    """The exception pytest shows last in its `E   ` lines, e.g. `ModuleNotFoundError: ...`."""
+    lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Warning|Exit|Interrupt)\b", line):
+            return line
+    return lines[-1] if lines else None
+
+
+def _error_line(res: ProcessResult) -> str | None:
+    for line in (res.stderr + "\n" + res.stdout).splitlines():
+        if line.startswith(("ERROR:", "error:")):
+            return line.strip()
+    return None
+
+
+def parse_text(res: ProcessResult, cwd: Path) -> PytestReport:
+    """Fallback without a JUnit report: collection sections, FAILED lines, the summary counts."""
+    report = PytestReport()
+    out = res.stdout
+    headers = list(SECTION.finditer(out))
+    for i, header in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(out)
+        body = out[header.end() : end].split("\n=====")[0]
+        report.collection.append(error_block(body, cwd, project_file(header["path"], cwd)))
+    if not headers and re.search(r"^E ", res.stderr, re.MULTILINE):  # a broken conftest.py
+        report.collection.append(error_block(res.stderr, cwd))
+    for match in FAILED_LINE.finditer(out):
+        test_id = match["id"]
+        if "::" not in test_id:
+            continue  # `ERROR path` repeats a collection error already reported
+        file = project_file(test_id.split("::")[0], cwd)
+        report.failures.append(
+            Diagnostic(
+                type="test_failure",
+                message=match["msg"] or "failed",
+                file=file,
+                rule=test_id,
+                severity="error",
+            )
+        )
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    summary = [line for line in out.splitlines() if line.startswith("=") and " in " in line]
+    for number, word in SUMMARY_COUNT.findall(summary[-1] if summary else ""):
+        counts[word.rstrip("s") if word.startswith("error") else word] += int(number)
+    report.passed = counts["passed"]
+    test_errors = max(0, counts["error"] - len(report.collection))
+    report.failed = max(counts["failed"] + test_errors, len(report.failures))
+    report.skipped = counts["skipped"]
+    return report

@@ -1,0 +1,150 @@
+"""The ruff check: `ruff check --output-format json`, read into lint (and syntax) errors.
+
+`ruff format --check` is understood too (one error per file it would reformat), and any other
+ruff command is read in the concise text format.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.evaluators.shell import (
+    CommandCheck,
+    count_score,
+    crashed,
+    insert_after,
+    make_result,
+    output_tail,
+    relative_path,
+    timed_out,
+)
+from ralph.records import CheckStatus, Diagnostic, Metrics, Severity
+
+RUFF_CHECK = re.compile(r"(?:^|(?<=[\s/]))ruff\s+check(?=\s|$)")
+USER_FORMAT = re.compile(r"\s--output-format(?:=|\s+)\S+")  # ruff rejects the option twice
+# `ruff format --check`: "Would reformat: PATH" in older ruff, a diagnostic per file in newer.
+REFORMAT = re.compile(
+    r"^(?:Would reformat: (?P<old>.+)|unformatted: .*\n\s*--> (?P<new>.+?)(?::\d+:\d+)?)$",
+    re.MULTILINE,
+)
+CONCISE = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<column>\d+): (?:(?P<code>[A-Z]+[0-9]+) )?"
+    r"(?:\[\*\] )?(?P<message>.+)$",
+    re.MULTILINE,
+)
+
+
+class RuffCheck(CommandCheck):
+    """Score: 1 when clean, else relative to the baseline's error count (0 without one)."""
+
+    def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        command = self.spec.command
+        if RUFF_CHECK.search(command):
+            stripped = USER_FORMAT.sub("", command)
+            command = insert_after(stripped, RUFF_CHECK, "--output-format json") or command
+        res = self.execute(command, cwd, on_output=on_output)
+        if res.timed_out:
+            return timed_out(self.spec, res, self.timeout)
+        code = res.exit_code
+        if code not in (0, 1):  # 2: ruff itself failed (bad configuration, unknown option)
+            return crashed(self.spec, res, "ruff could not check the project")
+        errors = parse_output(res.stdout, cwd)
+        if code == 1 and not errors:
+            errors = [
+                Diagnostic(
+                    type="lint_error",
+                    message=output_tail(res) or "ruff exited with code 1",
+                    severity="error",
+                )
+            ]
+        status: CheckStatus = "pass" if code == 0 and not errors else "fail"
+        warnings = sum(1 for e in errors if e.severity == "warning")
+        return CheckOutcome(
+            self.spec,
+            make_result(self.spec, status, res),
+            errors,
+            Metrics(lint_errors=len(errors) - warnings, lint_warnings=warnings),
+            count_score(len(errors), baseline_errors) if status == "fail" else 1.0,
+        )
+
+
+def parse_output(stdout: str, cwd: Path) -> list[Diagnostic]:
+    """ruff's JSON array, else `Would reformat:` lines, else the concise text format."""
+    start = stdout.find("[")
+    if start != -1:
+        try:
+            items = json.loads(stdout[start:])
+        except ValueError:
+            items = None
+        if isinstance(items, list):
+            return [_from_json(item, cwd) for item in items if isinstance(item, dict)]
+    reformat = [
+        Diagnostic(
+            type="lint_error",
+            message="file is not formatted; run `ruff format` on it",
+            file=relative_path((m["old"] or m["new"]).strip(), cwd),
+            severity="error",
+            rule="format",
+        )
+        for m in REFORMAT.finditer(stdout)
+    ]
+    if reformat:
+        return reformat
+    return [
+        _diagnostic(m["code"], m["message"], m["file"], int(m["line"]), int(m["column"]), cwd)
+        for m in CONCISE.finditer(stdout)
+    ]
+
+
+def _from_json(item: dict[str, Any], cwd: Path) -> Diagnostic:
+    location = item.get("location") or {}
+    message = str(item.get("message") or "")
+    fix = item.get("fix")
+    if isinstance(fix, dict):
+        unsafe = fix.get("applicability") not in (None, "safe")
+        message += " (fixable: ruff check --fix" + (" --unsafe-fixes)" if unsafe else ")")
+    severity = item.get("severity")
+    return _diagnostic(
+        item.get("code"),
+        message,
+        str(item.get("filename") or ""),
+        location.get("row"),
+        location.get("column"),
+        cwd,
+        severity if severity in ("warning", "info") else "error",
+    )
+
+
+def _diagnostic(
+    code: str | None,
+    message: str,
+    file: str,
+    line: int | None,
+    column: int | None,
+    cwd: Path,
+    severity: Severity = "error",
+) -> Diagnostic:
+    # Older ruff reports syntax errors with no code and "SyntaxError: ..."; newer ones as
+    # the pseudo-rule `invalid-syntax`.
+    syntax = code in (None, "invalid-syntax", "E999") and (
+        code is not None or message.startswith(("SyntaxError", "invalid-syntax"))
+    )
+    return Diagnostic(
+        type="syntax_error" if syntax else "lint_error",
+        message=message,
+        file=relative_path(file, cwd) if file else None,
+        line=line if isinstance(line, int) else None,
+        column=column if isinstance(column, int) else None,
+        severity=severity,
+        rule=code or ("invalid-syntax" if syntax else None),
+    )

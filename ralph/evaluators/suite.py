@@ -1,0 +1,332 @@
+"""The evaluator: every configured check in parallel, combined into one verdict and one reward.
+
+Reward (DESIGN.md section 6): each check scores in [0, 1]; scores are combined by weights
+(tests 0.5, type check 0.3, lint 0.2, shell 0.5 unless configured), renormalised over the
+checks present. `passed` means every check passes; nothing else decides completion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ralph import process
+from ralph.config import CheckSpec, Settings
+from ralph.errors import ConfigError, PreflightError
+from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.mypy import MypyCheck
+from ralph.evaluators.pytest import PytestCheck
+from ralph.evaluators.ruff import RuffCheck
+from ralph.evaluators.shell import (
+    SHELL_WORDS,
+    CommandCheck,
+    ShellCheck,
+    kill_running_checks,
+    make_result,
+)
+from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+DEFAULT_WEIGHTS = {"pytest": 0.5, "mypy": 0.3, "ruff": 0.2, "shell": 0.5}
+CHECK_CLASSES: dict[str, type[CommandCheck]] = {
+    "pytest": PytestCheck,
+    "mypy": MypyCheck,
+    "ruff": RuffCheck,
+    "shell": ShellCheck,
+}
+PACKAGES = {"pytest": "pytest", "py.test": "pytest", "mypy": "mypy", "dmypy": "mypy"}
+DROP_HINT = (
+    "or drop the check: name only the checks you want with --check NAME|CMD, "
+    "or remove it from `checks:` in .aiwg/ralph/config.yaml"
+)
+SHOWN_DIAGNOSTICS = 10
+
+
+def make_check(spec: CheckSpec, *, timeout: float | None, cap: int) -> Check:
+    """The check for `spec.parser`; `timeout` applies unless the spec sets its own."""
+    cls = CHECK_CLASSES.get(spec.parser)
+    if cls is None:
+        raise ConfigError(
+            f"check {spec.name!r}: unknown parser {spec.parser!r}",
+            hint=f"use one of: {', '.join(CHECK_CLASSES)}",
+        )
+    return cls(spec, timeout=timeout, cap=cap)
+
+
+class CheckSuite:
+    """The Evaluator: runs its checks in parallel threads, each in its own process group."""
+
+    def __init__(
+        self,
+        specs: Sequence[CheckSpec],
+        weights: Mapping[str, float] | None = None,
+        *,
+        check_timeout: float | None = 900.0,
+        cap: int = DEFAULT_CAP,
+    ) -> None:
+        self.checks: list[Check] = [make_check(s, timeout=check_timeout, cap=cap) for s in specs]
+        self.weights = dict(weights or {})
+        self.last_logs: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CheckSuite:
+        return cls(
+            settings.all_checks(),
+            settings.weights,
+            check_timeout=settings.check_timeout,
+            cap=settings.output_cap,
+        )
+
+    @classmethod
+    def from_checks(
+        cls, checks: Sequence[Check], weights: Mapping[str, float] | None = None
+    ) -> CheckSuite:
+        """A suite over ready-made checks (fakes in tests)."""
+        suite = cls([], weights)
+        suite.checks = list(checks)
+        return suite
+
+    def preflight(self) -> None:
+        if not self.checks:
+            raise PreflightError(
+                "no checks configured: ralph has nothing to judge the work by",
+                hint="pass --test CMD or --check NAME|CMD, or run `ralph init` to detect them",
+            )
+        names = [c.spec.name for c in self.checks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(
+                f"two checks are named {duplicates[0]!r}",
+                hint="give each check its own `name:` in .aiwg/ralph/config.yaml",
+            )
+        for check in self.checks:
+            problem = missing_tool(check)
+            if problem is not None:
+                message, package = problem
+                raise PreflightError(message, hint=f"pip install {package} {DROP_HINT}")
+
+    def evaluate(
+        self,
+        cwd: Path,
+        *,
+        baseline: dict[str, Any] | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> Evaluation:
+        """`on_output` receives (check name, output chunk) from the worker threads."""
+        if not self.checks:
+            self.preflight()
+        counts: dict[str, int] = (baseline or {}).get("check_error_counts") or {}
+        with ThreadPoolExecutor(len(self.checks), thread_name_prefix="ralph-check") as pool:
+            futures = [
+                pool.submit(_run_one, check, cwd, counts.get(check.spec.name), on_output)
+                for check in self.checks
+            ]
+            try:
+                # Poll rather than block, so a Ctrl-C (which only this thread sees) is noticed.
+                pending = set(futures)
+                while pending:
+                    _, pending = wait(pending, timeout=0.25)
+                outcomes = [future.result() for future in futures]
+            except BaseException:  # stop the tools the workers are waiting on, then re-raise
+                kill_running_checks()
+                raise
+        self.last_logs = {c.spec.name: getattr(c, "last_log", "") for c in self.checks}
+        output = EvaluatorOutput(
+            passed=all(o.passed for o in outcomes),
+            verification_type=verification_type([o.spec for o in outcomes]),
+            results=[o.result for o in outcomes],
+            errors=[e for o in outcomes for e in o.errors],
+            reward_signal=combined_reward(outcomes, self.weights),
+            metrics=merge_metrics([o.metrics for o in outcomes]),
+        )
+        return Evaluation(output=output, outcomes=outcomes, fingerprint=fingerprint(outcomes))
+
+
+def _run_one(
+    check: Check, cwd: Path, baseline_errors: int | None, on_output: OutputCallback | None
+) -> CheckOutcome:
+    """One check; a bug in reading its output becomes that check's error, not a dead loop."""
+    try:
+        return check.run(cwd, baseline_errors=baseline_errors, on_output=on_output)
+    except Exception as exc:
+        res = ProcessResult(exit_code=None, stdout="", stderr="", duration_ms=0)
+        diagnostic = Diagnostic(
+            type="runtime_error",
+            message=f"ralph could not run check {check.spec.name!r}: {type(exc).__name__}: {exc}",
+            severity="error",
+        )
+        return CheckOutcome(check.spec, make_result(check.spec, "error", res), [diagnostic])
+
+
+def missing_tool(check: Check) -> tuple[str, str] | None:
+    """(message, package to install) when the check's program or Python module is missing."""
+    spec = check.spec
+    tool = check.tool()
+    if tool in SHELL_WORDS or tool == "sh":
+        return None
+    name = Path(tool).name
+    package = PACKAGES.get(name, name)
+    resolved = process.which(tool)
+    if resolved is None:
+        return (
+            f"check {spec.name!r} needs `{tool}`, which is not installed (not found on PATH)",
+            package,
+        )
+    module = _python_module(spec.command, name)
+    if module is not None and not _has_module(resolved, module):
+        return (
+            f"check {spec.name!r} needs the Python module `{module}`, "
+            f"which is not installed for {resolved}",
+            PACKAGES.get(module, module),
+        )
+    return None
+
+
+def _python_module(command: str, program: str) -> str | None:
+    """`mod` in `python -m mod ...`, the form that fails late when the module is missing."""
+    if not program.startswith("python"):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if word == "-m":
+            return words[i + 1].split(".")[0]
+    return None
+
+
+def _has_module(python: str, module: str) -> bool:
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return importlib.util.find_spec(module) is not None
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    res = process.run([python, "-c", probe], cwd=Path.cwd(), wall_timeout=60)
+    return res.exit_code == 0
+
+
+def verification_type(specs: Sequence[CheckSpec]) -> VerificationType:
+    parsers = {s.parser for s in specs}
+    kinds: dict[str, VerificationType] = {
+        "pytest": "unit_tests",
+        "mypy": "type_check",
+        "ruff": "lint",
+    }
+    if len(parsers) == 1:
+        return kinds.get(parsers.pop(), "combined")
+    return "combined"
+
+
+def check_weight(spec: CheckSpec, weights: Mapping[str, float]) -> float:
+    """`weights[name]` (settings) over the check's own `weight` over the parser's default."""
+    if spec.name in weights:
+        return max(0.0, float(weights[spec.name]))
+    if spec.weight is not None:
+        return max(0.0, float(spec.weight))
+    return DEFAULT_WEIGHTS.get(spec.parser, 0.5)
+
+
+def combined_reward(outcomes: Sequence[CheckOutcome], weights: Mapping[str, float]) -> float:
+    if not outcomes:
+        return 0.0
+    pairs = [(check_weight(o.spec, weights), o.score) for o in outcomes]
+    total = sum(w for w, _ in pairs)
+    if total <= 0:  # every weight zero: count the checks equally
+        pairs = [(1.0, score) for _, score in pairs]
+        total = float(len(pairs))
+    reward = sum(w * min(1.0, max(0.0, score)) for w, score in pairs) / total
+    return round(reward, 4)
+
+
+def merge_metrics(all_metrics: Sequence[Metrics]) -> Metrics:
+    """Counts summed over the checks that report them; None where no check does."""
+    merged = Metrics()
+    for name in ("tests_passed", "tests_failed", "tests_total", "lint_errors", "lint_warnings"):
+        values = [getattr(m, name) for m in all_metrics if getattr(m, name) is not None]
+        setattr(merged, name, sum(values) if values else None)
+    type_errors = [m.type_errors for m in all_metrics if m.type_errors is not None]
+    merged.type_errors = sum(type_errors) if type_errors else None
+    coverage = [m.coverage_percentage for m in all_metrics if m.coverage_percentage is not None]
+    merged.coverage_percentage = coverage[0] if coverage else None
+    return merged
+
+
+def fingerprint(outcomes: Sequence[CheckOutcome]) -> str:
+    """Identity of "the same failure": check, type, rule, file, test id or message — no lines.
+
+    Numbers in messages are masked so timings and addresses do not make a failure look new.
+    """
+    items = []
+    for outcome in outcomes:
+        for e in outcome.errors:
+            what = e.rule if e.type == "test_failure" and e.rule else _first_line(e.message)
+            items.append(f"{outcome.spec.name}|{e.type}|{e.rule or ''}|{e.file or ''}|{what}")
+    digest = hashlib.sha256("\n".join(sorted(items)).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def _first_line(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "N", line)
+
+
+def render_check_report(evaluation: Evaluation, console: Console) -> None:
+    """`ralph check`'s summary: one table row per check, then the first diagnostics."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("check", "status", "result", "time"):
+        table.add_column(column, justify="right" if column == "time" else "left")
+    for outcome in evaluation.outcomes:
+        status = outcome.result.status
+        seconds = (outcome.result.duration_ms or 0) / 1000
+        table.add_row(
+            escape(outcome.spec.name),
+            f"[{styles.get(status, 'default')}]{status}[/]",
+            escape(_counts(outcome)),
+            f"{seconds:.1f} s",
+        )
+    console.print(table)
+    errors = evaluation.output.errors or []
+    for e in errors[:SHOWN_DIAGNOSTICS]:
+        where = e.location() or e.rule or e.type
+        rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
+        console.print(f"  [bold]{escape(where)}[/]  {escape(_first_line_raw(e.message))}{rule}")
+    if len(errors) > SHOWN_DIAGNOSTICS:
+        console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
+    verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
+    console.print(f"reward {evaluation.reward:.2f}  {verdict}")
+
+
+def _first_line_raw(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else ""
+
+
+def _counts(outcome: CheckOutcome) -> str:
+    """A check's result in its own terms: tests passed/failed, errors, or an exit code."""
+    m, parser = outcome.metrics, outcome.spec.parser
+    if any(e.type == "timeout" for e in outcome.errors):
+        return "timed out"
+    if outcome.result.status == "error":
+        return "could not run" if not outcome.errors else _first_line_raw(outcome.errors[0].message)
+    if parser == "pytest" and m.tests_total is not None:
+        text = f"{m.tests_passed} passed, {m.tests_failed} failed"
+        collection = sum(1 for e in outcome.errors if e.type != "test_failure")
+        return text + (f", {collection} collection errors" if collection else "")
+    if parser in ("mypy", "ruff"):
+        n = outcome.error_count
+        kind = "type error" if parser == "mypy" else "lint error"
+        return "clean" if n == 0 else f"{n} {kind}{'s' if n != 1 else ''}"
+    return f"exit code {outcome.result.exit_code}"

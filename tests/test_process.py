@@ -1,0 +1,121 @@
+"""ralph.process: the one subprocess runner — timeouts kill whole groups, capture is capped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from ralph import process
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_wall_timeout_kills_the_grandchild(tmp_path: Path) -> None:
+    command = "sh -c 'sleep 60 & echo $! > grandchild.pid; wait'; echo unreachable"
+    result = process.run(command, cwd=tmp_path, wall_timeout=0.5)
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    assert result.timed_out == "wall"
+    assert not result.ok
+    assert "unreachable" not in result.stdout
+    assert not alive(grandchild)
+
+
+def test_what_a_command_leaves_running_is_killed_when_it_exits(tmp_path: Path) -> None:
+    result = process.run("sleep 60 & echo $! > left.pid", cwd=tmp_path, wall_timeout=30)
+    assert result.exit_code == 0
+    assert result.timed_out is None
+    assert not alive(int((tmp_path / "left.pid").read_text()))
+
+
+def test_idle_timeout_fires_when_output_stops(tmp_path: Path) -> None:
+    result = process.run("echo started; sleep 60", cwd=tmp_path, idle_timeout=0.5, wall_timeout=30)
+    assert result.timed_out == "idle"
+    assert result.stdout == "started\n"
+
+
+def test_steady_output_keeps_the_idle_timer_from_firing(tmp_path: Path) -> None:
+    command = "for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done"
+    result = process.run(command, cwd=tmp_path, idle_timeout=3, wall_timeout=30)
+    assert result.timed_out is None
+    assert result.stdout.split() == ["1", "2", "3", "4", "5", "6"]
+
+
+def test_output_over_the_cap_keeps_head_and_tail_with_a_marker(tmp_path: Path) -> None:
+    script = "import sys; sys.stdout.write('HEAD' + 'x' * 100000 + 'TAIL')"
+    result = process.run([sys.executable, "-c", script], cwd=tmp_path, cap=1000)
+    assert result.stdout.startswith("HEAD")
+    assert result.stdout.endswith("TAIL")
+    assert "bytes elided by ralph" in result.stdout
+    elided = int(result.stdout.split("[... ")[1].split(" bytes")[0])
+    assert elided == 100008 - 1000
+    assert len(result.stdout) < 1100
+
+
+def test_output_under_the_cap_is_kept_whole(tmp_path: Path) -> None:
+    result = process.run("printf 'abc'; printf 'err' >&2", cwd=tmp_path, cap=1000)
+    assert (result.stdout, result.stderr) == ("abc", "err")
+
+
+def test_secret_environment_values_are_redacted(tmp_path: Path) -> None:
+    secret = "hunter2-very-secret-value"
+    result = process.run(
+        'echo "key=$DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2',
+        cwd=tmp_path,
+        env={"DEMO_API_KEY": secret},
+    )
+    assert secret not in result.stdout + result.stderr
+    assert result.stdout == "key=[REDACTED:DEMO_API_KEY]\n"
+    assert result.stderr == "[REDACTED:DEMO_API_KEY]\n"
+
+
+def test_credential_shapes_are_redacted_without_an_env_variable(tmp_path: Path) -> None:
+    token = "sk-" + "A1b2C3d4" * 4
+    result = process.run(f"echo {token}", cwd=tmp_path)
+    assert token not in result.stdout
+    assert "[REDACTED]" in result.stdout
+
+
+def test_stdin_is_fed_to_the_command(tmp_path: Path) -> None:
+    result = process.run("cat; echo done", cwd=tmp_path, stdin="hello\nworld\n")
+    assert result.stdout == "hello\nworld\ndone\n"
+
+
+def test_without_stdin_the_command_reads_end_of_file(tmp_path: Path) -> None:
+    result = process.run("cat; echo eof", cwd=tmp_path, wall_timeout=10)
+    assert result.timed_out is None
+    assert result.stdout == "eof\n"
+
+
+def test_output_is_streamed_while_the_command_runs(tmp_path: Path) -> None:
+    # The command waits for a file that only the callback creates: with output delivered
+    # at the end instead of as it comes, this would hit the wall timeout.
+    seen: list[tuple[str, str]] = []
+
+    def on_output(stream: str, chunk: str) -> None:
+        seen.append((stream, chunk))
+        if "first" in chunk:
+            (tmp_path / "go").touch()
+
+    command = "echo first; while [ ! -f go ]; do sleep 0.02; done; echo second; echo oops >&2"
+    result = process.run(command, cwd=tmp_path, wall_timeout=20, on_output=on_output)
+    assert result.timed_out is None
+    assert "".join(chunk for stream, chunk in seen if stream == "stdout") == "first\nsecond\n"
+    assert "".join(chunk for stream, chunk in seen if stream == "stderr") == "oops\n"
+
+
+def test_exit_code_and_on_start_hook(tmp_path: Path) -> None:
+    started: list[subprocess.Popen[bytes]] = []
+    result = process.run("exit 7", cwd=tmp_path, on_start=started.append)
+    assert result.exit_code == 7
+    assert not result.ok
+    assert len(started) == 1
+    assert started[0].returncode == 7
+    assert result.duration_ms >= 0
