@@ -144,6 +144,197 @@ def init(
         out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
 
 
+# the loop ------------------------------------------------------------------------------------
+ActorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        help="claude, codex, aider, gemini, opencode, cmd:'COMMAND', openai:MODEL, "
+        "anthropic:MODEL, ollama:MODEL, script:FILE, or auto.",
+    ),
+]
+ReflectorOpt = Annotated[
+    str | None,
+    typer.Option("--reflector", help="PROVIDER:MODEL or heuristic; default: the actor's model."),
+]
+TestOpt = Annotated[str | None, typer.Option("--test", help="Test command, e.g. 'pytest -q'.")]
+CheckOpt = Annotated[
+    list[str] | None,
+    typer.Option("--check", help="pytest, mypy, ruff or any shell command; repeatable."),
+]
+DurationOpt = Annotated[str | None, typer.Option(help="Seconds, or 45s, 10m, 2h.")]
+
+
+def _run_flags(**flags: Any) -> dict[str, Any]:
+    """Typer's values -> config keys; flags left at None were not given (config/env win)."""
+    checks = flags.pop("check", None)
+    if checks:
+        flags["checks"] = list(checks)
+    for key in ("no_git", "allow_dirty", "no_rollback", "json", "quiet"):
+        if flags.get(key) is False:
+            flags[key] = None
+    return flags
+
+
+def _finish(result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_json())
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(help="What the agent should achieve, in plain words.")],
+    actor: ActorOpt = None,
+    reflector: ReflectorOpt = None,
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Stop after this many attempts (default 5).", min=1)
+    ] = None,
+    omega: Annotated[
+        int | None, typer.Option(help="Reflections in the prompt (1-10).", min=1, max=10)
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="Iterations without improvement before stopping.", min=1)
+    ] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="Stop when this much is spent.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
+    timeout: DurationOpt = None,
+    iteration_timeout: DurationOpt = None,
+    idle_timeout: DurationOpt = None,
+    loop_id: Annotated[str | None, typer.Option(help="Use this loop id.")] = None,
+    no_git: Annotated[
+        bool, typer.Option("--no-git", help="No branch, commits or rollback.")
+    ] = False,
+    allow_dirty: Annotated[
+        bool, typer.Option("--allow-dirty", help="Run on a tree with uncommitted changes.")
+    ] = False,
+    no_rollback: Annotated[
+        bool, typer.Option("--no-rollback", help="Keep a regressed attempt's code.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON result object on stdout.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Run the Reflexion loop on TASK until the checks pass or a limit is reached."""
+    from ralph import runner, ui
+
+    flags = _run_flags(
+        actor=actor, reflector=reflector, test=test, check=check, max_iterations=max_iterations,
+        omega=omega, patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
+        timeout=timeout, iteration_timeout=iteration_timeout, idle_timeout=idle_timeout,
+        no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback,
+    )  # fmt: skip
+    result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
+    _finish(result, as_json)
+
+
+@app.command()
+def resume(
+    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest paused.")] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Raise the iteration limit.", min=1)
+    ] = None,
+    as_json: JsonFlag = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Continue a paused or crashed loop with the memory it had."""
+    from ralph import runner, ui
+
+    flags = {"max_iterations": max_iterations}
+    _finish(runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet)), as_json)
+
+
+@app.command()
+def status(
+    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a loop's state, iteration, rewards and usage."""
+    from ralph import runner, ui
+
+    info = runner.loop_status(loop)
+    if as_json:
+        print_json(info)
+        return
+    out = console()
+    best = "-" if info["best_reward"] is None else f"{info['best_reward']:.2f}"
+    cost = info["usage"].get("cost_usd")
+    out.print(f"{info['loop_id']}  {info['status']}", markup=False)
+    out.print(f"  task        {info['task']}", markup=False)
+    out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
+    out.print(f"  rewards     {ui.sparkline(info['reward_history'])} {info['reward_history']}")
+    out.print(
+        f"  usage       {info['usage'].get('tokens_in', 0)} in / "
+        f"{info['usage'].get('tokens_out', 0)} out tokens, "
+        f"cost {'unknown' if cost is None else f'${cost:.4f}'}"
+    )
+    if info["stop_reason"]:
+        out.print(f"  stopped     {info['stop_reason']}", markup=False)
+
+
+@app.command()
+def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
+    """Mark a loop aborted (stopping it first if it is running)."""
+    from ralph import runner
+
+    state = runner.abort_loop(loop)
+    console().print(f"loop {state.loop_id} aborted", markup=False)
+
+
+@app.command()
+def check(
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the evaluator_output object.")
+    ] = False,
+) -> None:
+    """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
+    from ralph import config, runner
+    from ralph.evaluators.suite import render_check_report
+    from ralph.records import to_json
+
+    root = runner.project_root()
+    settings = config.load(root, _run_flags(test=test, check=check))
+    suite = runner.make_evaluator(settings)
+    suite.preflight()
+    evaluation = suite.evaluate(root)
+    if as_json:
+        print_json(to_json(evaluation.output))
+    else:
+        render_check_report(evaluation, console())
+    raise typer.Exit(0 if evaluation.passed else 1)
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Build the demo repository here and keep it.")
+    ] = None,
+    actor: ActorOpt = None,
+    reflector: ReflectorOpt = None,
+    as_json: JsonFlag = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Run the whole loop offline on a small buggy repository (scripted actor by default)."""
+    from ralph import demo, runner, ui
+
+    repo = demo.prepare(keep)
+    out = console(stderr=as_json)
+    who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
+    out.print(f"ralph demo: {demo.TASK}", markup=False)
+    out.print(f"repository {repo}; {who}", markup=False)
+    reporter = ui.make_reporter(quiet=quiet)
+    flags = demo.flags_for(actor, reflector)
+    result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
+    if not quiet:
+        demo.show_outcome(repo, result.loop_id, out)
+    _finish(result, as_json)
+
+
 def fail(error: RalphError) -> NoReturn:
     sys.stderr.write(f"ralph: error: {error.message}\n")
     if error.hint:

@@ -1,0 +1,511 @@
+"""LoopRunner: the state machine of DESIGN.md section 1.
+
+preflight -> baseline -> (prompt, act, diff, evaluate, reflect, record, commit, decide)*
+
+It knows nothing about rich (it emits events to a Reporter) and nothing about how a check or an
+actor works (protocols). Every iteration is saved before the next begins: a record, a commit and
+the state file, so Ctrl-C or kill -9 at any point loses at most the attempt in progress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ralph.errors import BudgetExceeded, PreflightError
+from ralph.records import (
+    ActorOutput,
+    IterationRecord,
+    MemoryMetadata,
+    PerformanceDelta,
+    RalphExtension,
+    SelfReflection,
+    Usage,
+    utc_now,
+)
+from ralph.stopping import Attempt, Decision, Spend, StopPolicy
+from ralph.store import LoopState, MemoryStore
+
+if TYPE_CHECKING:
+    from ralph.actors.base import Actor, ActorResult
+    from ralph.config import Settings
+    from ralph.evaluators.base import Evaluation, Evaluator
+    from ralph.gitops import Workspace
+    from ralph.reflection import Reflector
+
+EXIT_CODES = {"success": 0, "already_green": 0, "limit": 1, "stalled": 1, "budget": 3}
+FINAL_STATUS = {
+    "success": "completed",
+    "already_green": "completed",
+    "limit": "failed",
+    "stalled": "failed",
+    "budget": "failed",
+}
+
+
+class Reporter(Protocol):
+    """Receives the loop's events; ui.py has the rich, plain and JSON implementations."""
+
+    def loop_started(self, state: LoopState, resumed: bool) -> None: ...
+    def phase(self, iteration: int, name: str) -> None: ...
+    def output(self, stream: str, text: str) -> None: ...
+    def evaluated(self, iteration: int, evaluation: Evaluation) -> None: ...
+    def iteration_done(self, record: IterationRecord, decision: Decision) -> None: ...
+    def note(self, message: str) -> None: ...
+    def loop_finished(self, result: LoopResult) -> None: ...
+
+
+@dataclass
+class LoopResult:
+    loop_id: str
+    status: str
+    stop_reason: str
+    exit_code: int
+    iterations: int
+    best_iteration: int | None
+    best_reward: float | None
+    reward_history: list[float]
+    usage: dict[str, Any]
+    reflections_dir: str
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The one object `ralph run --json` prints (DESIGN.md section 10)."""
+        return {
+            "loop_id": self.loop_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "best_iteration": self.best_iteration,
+            "best_reward": self.best_reward,
+            "reward_history": self.reward_history,
+            "usage": self.usage,
+            "reflections_dir": self.reflections_dir,
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass
+class Parts:
+    """The collaborators of one loop; built by `build_parts`, swapped by tests."""
+
+    actor: Actor
+    evaluator: Evaluator
+    reflector: Reflector
+    workspace: Workspace
+
+
+@dataclass
+class LoopRunner:
+    settings: Settings
+    store: MemoryStore
+    parts: Parts
+    reporter: Reporter
+    records: list[IterationRecord] = field(default_factory=list)
+    _last_evaluation: Evaluation | None = field(default=None, init=False)
+    _unmatched: list[str] = field(default_factory=list, init=False)
+
+    @property
+    def workdir(self) -> Path:
+        return self.parts.workspace.root
+
+    def policy(self) -> StopPolicy:
+        s = self.settings
+        return StopPolicy(s.max_iterations, s.patience, s.budget_usd, s.max_tokens, s.timeout)
+
+    # entry points -------------------------------------------------------------------------
+    def start(self, task: str, loop_id: str) -> LoopResult:
+        self.parts.evaluator.preflight()
+        self.parts.actor.preflight()
+        state = LoopState(loop_id=loop_id, task=task, settings=self.settings.snapshot())
+        with self.store.lock(loop_id, self.workdir):
+            self.store.ensure()
+            self.reporter.phase(0, "baseline")
+            baseline = self.parts.evaluator.evaluate(self.workdir, on_output=self.reporter.output)
+            state.baseline = baseline.summary()
+            self.reporter.evaluated(0, baseline)
+            if baseline.passed:
+                state.status, state.stop_reason = "completed", "already_green"
+                self.store.write_state(state)
+                return self._finish(state, "already_green", "all checks already pass")
+            state.git = self._start_git(loop_id)
+            return self._run(state, resumed=False)
+
+    def resume(self, state: LoopState) -> LoopResult:
+        if state.effective_status() == "running":
+            raise PreflightError(
+                f"loop {state.loop_id} is still running (pid {state.pid})",
+                hint=f"stop it first, or `ralph abort {state.loop_id}`",
+            )
+        if state.status in ("completed", "aborted"):
+            raise PreflightError(f"loop {state.loop_id} is {state.status}: nothing to resume")
+        self.parts.evaluator.preflight()
+        self.parts.actor.preflight()
+        with self.store.lock(state.loop_id, self.workdir):
+            self.records = self.store.valid_records(state.loop_id)
+            workspace = self.parts.workspace
+            if workspace.is_git and state.git:
+                workspace.resume_loop(state.git)  # type: ignore[attr-defined]
+                rescued = workspace.rescue(state.loop_id, state.iteration + 1)  # type: ignore[attr-defined]
+                if rescued:
+                    self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
+            return self._run(state, resumed=True)
+
+    # the loop -----------------------------------------------------------------------------
+    def _start_git(self, loop_id: str) -> dict[str, Any] | None:
+        workspace = self.parts.workspace
+        if not workspace.is_git:
+            self.reporter.note("not a git repository (or --no-git): no commits, no rollback")
+            return None
+        git_state: dict[str, Any] = workspace.start_loop(  # type: ignore[attr-defined]
+            loop_id, allow_dirty=self.settings.allow_dirty
+        )
+        git_state.setdefault("commits", {})
+        return git_state
+
+    def _run(self, state: LoopState, *, resumed: bool) -> LoopResult:
+        state.status, state.stop_reason = "running", None
+        state.pid, state.host = os.getpid(), socket.gethostname()
+        self.store.write_state(state)
+        self.reporter.loop_started(state, resumed)
+        started = time.monotonic() - float(state.usage.get("wall_seconds", 0.0))
+        policy = self.policy()
+        try:
+            while True:
+                spend = self._spend(state, started)
+                exhausted = policy.budget_exhausted(spend)
+                if exhausted:
+                    return self._stop(state, Decision("budget", exhausted), started)
+                record = self._iteration(state, state.iteration + 1, policy, started)
+                decision = policy.decide(
+                    self._attempts(), self._baseline(state), self._spend(state, started)
+                )
+                self.reporter.iteration_done(record, decision)
+                if decision.stop:
+                    return self._stop(state, decision, started)
+                self._maybe_rollback(state)
+        except KeyboardInterrupt:
+            state.status, state.stop_reason = "paused", "interrupted"
+            state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+            self.store.write_state(state)
+            result = self._result(state, 130, "interrupted: `ralph resume` continues the loop")
+            self.reporter.loop_finished(result)
+            return result
+        except BudgetExceeded as exc:
+            return self._stop(state, Decision("budget", exc.message), started)
+
+    def _iteration(
+        self, state: LoopState, iteration: int, policy: StopPolicy, started: float
+    ) -> IterationRecord:
+        from ralph import memory, prompts
+        from ralph.actors.base import ActorContext
+
+        s = self.settings
+        last = self.records[-1] if self.records else None
+        attempts, baseline = self._attempts(), self._baseline(state)
+        verification = last.evaluator_output.verification_type if last else "combined"
+        omega = memory.omega_for(verification, s.omega)
+        current_errors = list(last.evaluator_output.errors or []) if last else []
+        window = memory.select_window(
+            self.records,
+            omega=omega,
+            policy=s.window_policy,
+            token_budget=s.memory_tokens,
+            current_fingerprint=last.ralph.error_fingerprint if last and last.ralph else None,
+            current_errors=current_errors,
+        )
+        pivot = policy.should_pivot(attempts, baseline)
+        self.reporter.phase(iteration, "prompt")
+        context = prompts.actor_prompt_context(
+            task=state.task,
+            iteration=iteration,
+            max_iterations=s.max_iterations,
+            evaluation=self._last_evaluation,
+            reflections=window,
+            lessons=[],
+            pivot=pivot,
+            unmatched_edits=self._unmatched,
+        )
+        prompt = prompts.render("actor", context, project_root=self.store.root)
+        artifacts = self.store.artifacts_dir(state.loop_id, iteration)
+        artifacts.mkdir(parents=True, exist_ok=True)
+        (artifacts / "prompt.md").write_text(prompt, "utf-8")
+
+        durations: dict[str, int] = {}
+        self.reporter.phase(iteration, "act")
+        self.parts.workspace.begin_iteration()
+        clock = time.monotonic()
+        ctx = ActorContext(
+            loop_id=state.loop_id,
+            iteration=iteration,
+            workdir=self.workdir,
+            artifacts_dir=artifacts,
+            iteration_timeout=self._attempt_timeout(started),
+            idle_timeout=s.idle_timeout,
+            on_output=self.reporter.output,
+        )
+        acted = self.parts.actor.act(prompt, ctx)
+        durations["actor"] = _ms(clock)
+        self._unmatched = list(acted.unmatched_edits)
+        changes = self.parts.workspace.changes()
+
+        self.reporter.phase(iteration, "evaluate")
+        clock = time.monotonic()
+        evaluation = self.parts.evaluator.evaluate(
+            self.workdir, baseline=state.baseline, on_output=self.reporter.output
+        )
+        durations["evaluate"] = _ms(clock)
+        self.reporter.evaluated(iteration, evaluation)
+        self._write_check_logs(artifacts, evaluation)
+
+        actor_output = ActorOutput(
+            actions=changes.actions(),
+            rationale=_rationale(acted),
+            files_modified=[f.path for f in changes.files] or None,
+            total_changes=changes.total(),
+        )
+        reflection, source, flags, reflect_usage = self._reflect(
+            state, iteration, actor_output, evaluation, changes.summary(), durations
+        )
+        record = self._record(
+            state, iteration, actor_output, evaluation, reflection, window, omega, prompt
+        )
+        record.ralph = RalphExtension(
+            reflection_source=source,
+            quality_flags=flags,
+            usage=Usage(
+                actor_tokens_in=acted.tokens_in,
+                actor_tokens_out=acted.tokens_out,
+                reflector_tokens_in=reflect_usage[0],
+                reflector_tokens_out=reflect_usage[1],
+                cost_usd=_sum_known(acted.cost_usd, reflect_usage[2]),
+            ),
+            duration_ms=durations,
+            prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
+            lessons_used=[],
+            error_fingerprint=evaluation.fingerprint,
+        )
+        if acted.timed_out:
+            note = f"actor stopped at its {acted.timed_out} timeout"
+            record.notes = note
+            self.reporter.note(f"iteration {iteration}: {note}")
+        self.store.write_record(record)
+        sha = self.parts.workspace.commit_iteration(
+            f"ralph: {state.loop_id} iteration {iteration} reward {evaluation.reward:.2f}"
+        )
+        if sha:
+            record.ralph.git_commit = sha
+            self.store.write_record(record)
+            if state.git is not None:
+                state.git.setdefault("commits", {})[str(iteration)] = sha
+        self.records.append(record)
+        self._last_evaluation = evaluation
+        self._account(state, record, started)
+        return record
+
+    def _reflect(
+        self,
+        state: LoopState,
+        iteration: int,
+        actor_output: ActorOutput,
+        evaluation: Evaluation,
+        diff_summary: str,
+        durations: dict[str, int],
+    ) -> tuple[SelfReflection, Any, list[str], tuple[int | None, int | None, float | None]]:
+        from ralph.reflection import quality_flags, success_reflection
+
+        if evaluation.passed:
+            reflection = success_reflection(evaluation, actor_output)
+            return reflection, "success", [], (None, None, None)
+        self.reporter.phase(iteration, "reflect")
+        clock = time.monotonic()
+        outcome = self.parts.reflector.reflect(
+            task=state.task,
+            iteration=iteration,
+            actor_output=actor_output,
+            evaluation=evaluation,
+            earlier=self.records,
+            diff_summary=diff_summary,
+        )
+        durations["reflect"] = _ms(clock)
+        if outcome.error:
+            self.reporter.note(f"reflector: {outcome.error}; used a heuristic reflection")
+        flags = outcome.quality_flags or quality_flags(outcome.reflection, evaluation)
+        usage = (outcome.tokens_in, outcome.tokens_out, outcome.cost_usd)
+        return outcome.reflection, outcome.source, flags, usage
+
+    def _record(
+        self,
+        state: LoopState,
+        iteration: int,
+        actor_output: ActorOutput,
+        evaluation: Evaluation,
+        reflection: SelfReflection,
+        window: list[IterationRecord],
+        omega: int,
+        prompt: str,
+    ) -> IterationRecord:
+        previous_reward, previous_errors = self._previous(state)
+        in_context = [r.iteration for r in window]
+        generated = sum(1 for r in self.records if not r.evaluator_output.passed)
+        return IterationRecord(
+            loop_id=state.loop_id,
+            iteration=iteration,
+            timestamp=utc_now(),
+            task_description=state.task,
+            actor_output=actor_output,
+            evaluator_output=evaluation.output,
+            self_reflection=reflection,
+            memory_metadata=MemoryMetadata(
+                omega_capacity=omega,
+                current_memory_size=len(window),
+                reflections_in_context=in_context,
+                window_policy=self.settings.window_policy,  # type: ignore[arg-type]
+                total_reflections_generated=generated + (0 if evaluation.passed else 1),
+            ),
+            context_injected=bool(window),
+            previous_reflections_used=in_context,
+            performance_delta=PerformanceDelta(
+                reward_change=round(evaluation.reward - previous_reward, 4),
+                error_count_change=evaluation.error_count - previous_errors,
+                is_improvement=evaluation.reward > previous_reward,
+            ),
+        )
+
+    # bookkeeping --------------------------------------------------------------------------
+    def _previous(self, state: LoopState) -> tuple[float, int]:
+        if self.records:
+            last = self.records[-1]
+            return last.reward, len(last.evaluator_output.errors or [])
+        baseline = state.baseline or {}
+        return float(baseline.get("reward", 0.0)), int(baseline.get("error_count", 0))
+
+    def _attempts(self) -> list[Attempt]:
+        return [
+            Attempt(
+                r.iteration,
+                r.reward,
+                r.evaluator_output.passed,
+                (r.ralph.error_fingerprint or "") if r.ralph else "",
+            )
+            for r in self.records
+        ]
+
+    @staticmethod
+    def _baseline(state: LoopState) -> Attempt | None:
+        if not state.baseline:
+            return None
+        b = state.baseline
+        return Attempt(
+            0, float(b.get("reward", 0.0)), bool(b.get("passed")), b.get("error_fingerprint", "")
+        )
+
+    def _account(self, state: LoopState, record: IterationRecord, started: float) -> None:
+        usage = record.ralph.usage if record.ralph else Usage()
+        totals = state.usage
+        totals["tokens_in"] = (
+            int(totals.get("tokens_in", 0))
+            + (usage.actor_tokens_in or 0)
+            + (usage.reflector_tokens_in or 0)
+        )
+        totals["tokens_out"] = (
+            int(totals.get("tokens_out", 0))
+            + (usage.actor_tokens_out or 0)
+            + (usage.reflector_tokens_out or 0)
+        )
+        known = [c for c in (totals.get("cost_usd"), usage.cost_usd) if c is not None]
+        totals["cost_usd"] = round(sum(known), 6) if known else None
+        totals["wall_seconds"] = round(time.monotonic() - started, 3)
+        state.iteration = record.iteration
+        state.reward_history.append(record.reward)
+        if state.best_reward is None or record.reward > state.best_reward:
+            state.best_reward, state.best_iteration = record.reward, record.iteration
+        self.store.write_state(state)
+
+    def _spend(self, state: LoopState, started: float) -> Spend:
+        usage = state.usage
+        tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
+        return Spend(time.monotonic() - started, tokens, usage.get("cost_usd"))
+
+    def _attempt_timeout(self, started: float) -> float | None:
+        """The attempt's wall limit: --iteration-timeout, cut to what --timeout has left."""
+        limits = [t for t in (self.settings.iteration_timeout,) if t is not None]
+        if self.settings.timeout is not None:
+            left = self.settings.timeout - (time.monotonic() - started)
+            if left <= 0:
+                raise BudgetExceeded(f"time budget of {self.settings.timeout:.0f}s used")
+            limits.append(left)
+        return min(limits) if limits else None
+
+    def _maybe_rollback(self, state: LoopState) -> None:
+        """After a regression, start the next attempt from the best iteration's code."""
+        if self.settings.no_rollback or not self.parts.workspace.is_git or not self.records:
+            return
+        last = self.records[-1]
+        best = state.best_iteration
+        if best is None or state.best_reward is None or last.reward >= state.best_reward:
+            return
+        commit = (state.git or {}).get("commits", {}).get(str(best))
+        if commit:
+            self.parts.workspace.restore(commit)
+            self.reporter.note(
+                f"reward fell to {last.reward:.2f}: restored the code of iteration {best} "
+                f"(reward {state.best_reward:.2f})"
+            )
+
+    def _write_check_logs(self, artifacts: Path, evaluation: Evaluation) -> None:
+        logs: dict[str, str] = getattr(self.parts.evaluator, "last_logs", {}) or {}
+        for outcome in evaluation.outcomes:
+            text = logs.get(outcome.spec.name)
+            if text is None:
+                text = (outcome.result.stdout or "") + (outcome.result.stderr or "")
+            safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in outcome.spec.name)
+            (artifacts / f"check-{safe}.log").write_text(text, "utf-8")
+
+    def _stop(self, state: LoopState, decision: Decision, started: float) -> LoopResult:
+        state.status = FINAL_STATUS[decision.action]
+        state.stop_reason = decision.action
+        state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+        self.store.write_state(state)
+        return self._finish(state, decision.action, decision.reason)
+
+    def _finish(self, state: LoopState, reason: str, message: str) -> LoopResult:
+        result = self._result(state, EXIT_CODES[reason], message)
+        self.reporter.loop_finished(result)
+        return result
+
+    def _result(self, state: LoopState, code: int, message: str) -> LoopResult:
+        return LoopResult(
+            loop_id=state.loop_id,
+            status=state.status,
+            stop_reason=state.stop_reason or "",
+            exit_code=code,
+            iterations=state.iteration,
+            best_iteration=state.best_iteration,
+            best_reward=state.best_reward,
+            reward_history=list(state.reward_history),
+            usage=dict(state.usage),
+            reflections_dir=str(self.store.reflections_dir(state.loop_id)),
+            message=message,
+        )
+
+
+def _ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)
+
+
+def _sum_known(*costs: float | None) -> float | None:
+    known = [c for c in costs if c is not None]
+    return round(sum(known), 6) if known else None
+
+
+def _rationale(acted: ActorResult) -> str:
+    if acted.summary:
+        return acted.summary.strip()[:2000]
+    status = "timed out" if acted.timed_out else f"exited {acted.exit_code}"
+    return f"The actor {status} after {acted.duration_ms} ms without a summary of its own."

@@ -1,0 +1,186 @@
+"""Assembling a loop from settings: the actor, checks, reflector and workspace `ralph run` uses.
+
+The CLI commands `run`, `resume`, `status`, `abort` and `check` are a few lines over these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ralph import config
+from ralph.config import Settings
+from ralph.errors import ConfigError, StoreError
+from ralph.loop import LoopResult, LoopRunner, Parts, Reporter
+from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The git work tree's root if there is one, else the directory ralph was started in."""
+    from ralph.gitops import find_repo_root
+
+    here = (start or Path.cwd()).resolve()
+    return find_repo_root(here) or here
+
+
+def make_evaluator(settings: Settings) -> Any:
+    from ralph.evaluators.suite import CheckSuite
+
+    return CheckSuite(
+        settings.all_checks(),
+        settings.weights,
+        check_timeout=settings.check_timeout,
+        cap=settings.output_cap,
+    )
+
+
+def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]) -> Any:
+    """--reflector PROVIDER:MODEL, `heuristic`, or by default the actor's own model."""
+    from ralph.reflection import Reflector
+
+    spec = settings.reflector
+    if spec == "heuristic":
+        return Reflector(None, project_root=root)
+    if spec:
+        from ralph.providers.registry import make_client
+
+        return Reflector(make_client(spec, environ=environ), project_root=root)
+    return Reflector(actor.chat_client(), project_root=root)
+
+
+def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
+    from ralph.actors.registry import make_actor
+    from ralph.gitops import open_workspace
+
+    env = os.environ if environ is None else environ
+    actor = make_actor(settings.actor, actor_args=settings.actor_args, environ=env, base_dir=root)
+    return Parts(
+        actor=actor,
+        evaluator=make_evaluator(settings),
+        reflector=make_reflector(settings, actor, root, env),
+        workspace=open_workspace(root, use_git=not settings.no_git),
+    )
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """A CI cancel (SIGTERM) saves the loop like Ctrl-C does."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_task(
+    task: str,
+    flags: dict[str, Any],
+    reporter: Reporter,
+    *,
+    loop_id: str | None = None,
+    cwd: Path | None = None,
+    parts: Parts | None = None,
+) -> LoopResult:
+    if not task.strip():
+        raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
+    root = project_root(cwd)
+    settings = config.load(root, flags)
+    loop_id = validate_loop_id(loop_id) if loop_id else new_loop_id(task)
+    store = MemoryStore(root)
+    if store.state_path(loop_id).exists():
+        raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
+    runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
+    with sigterm_as_interrupt():
+        return runner.start(task, loop_id)
+
+
+def resume_task(
+    loop_id: str | None,
+    flags: dict[str, Any],
+    reporter: Reporter,
+    *,
+    cwd: Path | None = None,
+    parts: Parts | None = None,
+) -> LoopResult:
+    root = project_root(cwd)
+    store = MemoryStore(root)
+    store.require()
+    state = store.read_state(validate_loop_id(loop_id) if loop_id else _resumable(store))
+    snapshot = dict(state.settings)
+    snapshot.update({k: v for k, v in flags.items() if v is not None})
+    settings = config.from_mapping(snapshot)
+    runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
+    with sigterm_as_interrupt():
+        return runner.resume(state)
+
+
+def _resumable(store: MemoryStore) -> str:
+    candidates = [
+        item.state
+        for item in store.list_loops()
+        if item.state and item.state.effective_status() in ("paused", "crashed")
+    ]
+    if not candidates:
+        raise StoreError("no paused or crashed loop to resume", hint="`ralph status` lists loops")
+    return candidates[-1].loop_id
+
+
+def abort_loop(loop_id: str, cwd: Path | None = None) -> LoopState:
+    store = MemoryStore(project_root(cwd))
+    store.require()
+    state = store.read_state(validate_loop_id(loop_id))
+    if state.status in ("completed", "aborted"):
+        raise StoreError(f"loop {loop_id} is already {state.status}")
+    if state.effective_status() == "running" and state.pid and state.pid != os.getpid():
+        _interrupt_and_wait(state.pid)
+        state = store.read_state(loop_id)  # what the loop saved while stopping
+    state.status, state.stop_reason = "aborted", "aborted by user"
+    store.write_state(state)
+    return state
+
+
+def _interrupt_and_wait(pid: int, seconds: float = 15.0) -> None:
+    """Ctrl-C the running loop (it kills its attempt and saves itself), then wait for it."""
+    import time
+
+    from ralph.store import pid_alive
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + seconds
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
+    store = MemoryStore.discover(cwd)
+    store.require()
+    state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
+    return {
+        "loop_id": state.loop_id,
+        "task": state.task,
+        "status": state.effective_status(),
+        "stop_reason": state.stop_reason,
+        "iteration": state.iteration,
+        "max_iterations": state.settings.get("max_iterations"),
+        "best_iteration": state.best_iteration,
+        "best_reward": state.best_reward,
+        "baseline_reward": (state.baseline or {}).get("reward"),
+        "reward_history": state.reward_history,
+        "usage": state.usage,
+        "branch": (state.git or {}).get("branch"),
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+    }

@@ -1,0 +1,102 @@
+"""StopPolicy: when the loop ends, and when the next prompt should tell the agent to pivot.
+
+- success: the evaluator says every check passes (never the agent's word);
+- limit: `max_iterations` attempts made;
+- stalled (plateau): the last `patience` iterations did not beat the best reward seen before
+  them and kept failing the same way (same error fingerprint as the attempt before);
+- budget: money (`budget_usd`), tokens (`max_tokens`) or wall time (`timeout`) used up.
+
+One iteration before a plateau would stop the loop, `should_pivot` turns on the prompt's pivot
+instruction: change the approach rather than retry the same idea.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Action = Literal["continue", "success", "limit", "stalled", "budget"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the policy needs to know about one finished iteration."""
+
+    iteration: int
+    reward: float
+    passed: bool
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+
+    @property
+    def stop(self) -> bool:
+        return self.action != "continue"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Resources used so far by the whole loop."""
+
+    seconds: float = 0.0
+    tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class StopPolicy:
+    max_iterations: int = 5
+    patience: int = 3
+    budget_usd: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+
+    def stalled_run(self, history: list[Attempt], baseline: Attempt | None) -> int:
+        """How many of the latest attempts in a row failed the same way without improving."""
+        run = 0
+        for index in range(len(history) - 1, -1, -1):
+            attempt = history[index]
+            earlier = history[:index]
+            previous = earlier[-1] if earlier else baseline
+            best_before = max(
+                [a.reward for a in earlier] + ([baseline.reward] if baseline else []),
+                default=0.0,
+            )
+            same_failure = previous is not None and previous.fingerprint == attempt.fingerprint
+            if attempt.passed or attempt.reward > best_before or not same_failure:
+                break
+            run += 1
+        return run
+
+    def budget_exhausted(self, spend: Spend) -> str | None:
+        if self.budget_usd is not None and (spend.cost_usd or 0.0) >= self.budget_usd:
+            return f"budget of ${self.budget_usd:.2f} used (${spend.cost_usd or 0.0:.2f})"
+        if self.max_tokens is not None and spend.tokens >= self.max_tokens:
+            return f"token budget of {self.max_tokens} used ({spend.tokens})"
+        if self.timeout is not None and spend.seconds >= self.timeout:
+            return f"time budget of {self.timeout:.0f}s used"
+        return None
+
+    def decide(self, history: list[Attempt], baseline: Attempt | None, spend: Spend) -> Decision:
+        """After an iteration: stop (and why) or go on."""
+        if history and history[-1].passed:
+            return Decision("success", f"all checks pass at iteration {history[-1].iteration}")
+        exhausted = self.budget_exhausted(spend)
+        if exhausted:
+            return Decision("budget", exhausted)
+        if len(history) >= self.max_iterations:
+            return Decision("limit", f"reached --max-iterations {self.max_iterations}")
+        if self.stalled_run(history, baseline) >= self.patience:
+            return Decision(
+                "stalled",
+                f"no improvement for {self.patience} iterations with the same failure",
+            )
+        return Decision("continue", "")
+
+    def should_pivot(self, history: list[Attempt], baseline: Attempt | None) -> bool:
+        """True when one more identical failure would stop the loop as stalled."""
+        return self.patience > 1 and self.stalled_run(history, baseline) >= self.patience - 1

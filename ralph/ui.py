@@ -1,0 +1,220 @@
+"""Reporters for the loop's events: a rich live view, plain timestamped lines, and CI extras.
+
+Human output goes to stderr so that `ralph run --json` prints exactly one JSON object on stdout.
+ui.py knows nothing about git or how checks run: it only formats what the loop tells it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import typing
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+
+    from ralph.evaluators.base import Evaluation
+    from ralph.loop import LoopResult
+    from ralph.records import IterationRecord
+    from ralph.stopping import Decision
+    from ralph.store import LoopState
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float]) -> str:
+    """Rewards in [0, 1] as block characters, one per iteration."""
+    return "".join(SPARKS[min(int(v * (len(SPARKS) - 1) + 0.5), len(SPARKS) - 1)] for v in values)
+
+
+def is_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1") or not sys.stderr.isatty()
+
+
+class PlainReporter:
+    """One timestamped line per event, for CI logs and pipes."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.max_iterations = 0
+
+    def line(self, text: str) -> None:
+        if not self.quiet:
+            stamp = datetime.now().strftime("%H:%M:%S")
+            self.stream.write(f"{stamp} {text}\n")
+            self.stream.flush()
+
+    def loop_started(self, state: LoopState, resumed: bool) -> None:
+        self.max_iterations = int(state.settings.get("max_iterations", 0))
+        verb = "resumed" if resumed else "started"
+        self.line(f"loop {state.loop_id} {verb}: {state.task}")
+
+    def phase(self, iteration: int, name: str) -> None:
+        where = "baseline" if iteration == 0 else f"iteration {iteration}/{self.max_iterations}"
+        if name != "baseline":
+            self.line(f"{where}: {name}")
+        else:
+            self.line("baseline: evaluating the untouched tree")
+
+    def output(self, stream: str, text: str) -> None:
+        """Agent and check output is in the logs; plain mode does not echo it."""
+
+    def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
+        label = "baseline" if iteration == 0 else f"iteration {iteration}"
+        checks = ", ".join(
+            f"{o.spec.name} {o.result.status} ({o.result.duration_ms or 0} ms)"
+            for o in evaluation.outcomes
+        )
+        self.line(f"{label}: reward {evaluation.reward:.2f} — {checks}")
+        for error in (evaluation.output.errors or [])[:3]:
+            where = error.location() or "-"
+            self.line(f"    {where}  {error.message.splitlines()[0] if error.message else ''}")
+
+    def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
+        text = record.self_reflection.reflection_text.strip().splitlines()
+        if not record.evaluator_output.passed and text:
+            self.line(f"iteration {record.iteration}: reflection: {text[0][:160]}")
+        if decision.stop:
+            self.line(f"stop: {decision.action} — {decision.reason}")
+
+    def note(self, message: str) -> None:
+        self.line(f"note: {message}")
+
+    def loop_finished(self, result: LoopResult) -> None:
+        curve = sparkline(result.reward_history)
+        best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
+        self.line(
+            f"loop {result.loop_id} {result.status} ({result.stop_reason}): "
+            f"{result.iterations} iterations, best reward {best} {curve}"
+        )
+        if result.message:
+            self.line(result.message)
+        write_step_summary(result)
+
+
+class RichReporter(PlainReporter):
+    """A live view on a terminal: phase with spinner and elapsed time, checks, sparkline."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(typing.cast(TextIO, console.file))
+        self.console = console
+        self.state: dict[str, Any] = {"iteration": 0, "phase": "", "checks": [], "rewards": []}
+        self.phase_started = time.monotonic()
+        self.tokens = 0
+        self.cost: float | None = None
+        self.live: Live | None = None
+
+    def line(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def _view(self) -> RenderableType:
+        from rich.console import Group
+        from rich.spinner import Spinner
+        from rich.text import Text
+
+        s = self.state
+        elapsed = time.monotonic() - self.phase_started
+        header = f"iteration {s['iteration']}/{self.max_iterations}  {s['phase']}  {elapsed:4.0f}s"
+        if s["iteration"] == 0:
+            header = f"baseline  {elapsed:4.0f}s"
+        parts: list[RenderableType] = [Spinner("dots", text=Text(header))]
+        if s["checks"]:
+            parts.append(Text("  " + "   ".join(s["checks"])))
+        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
+        parts.append(
+            Text(f"  rewards {sparkline(s['rewards'])}  tokens {self.tokens}  cost {cost}")
+        )
+        return Group(*parts)
+
+    def _refresh(self) -> None:
+        if self.live is None:
+            from rich.live import Live
+
+            self.live = Live(
+                get_renderable=self._view, console=self.console, refresh_per_second=4,
+                transient=True,
+            )  # fmt: skip
+            self.live.start()
+        self.live.refresh()
+
+    def phase(self, iteration: int, name: str) -> None:
+        self.state.update(iteration=iteration, phase=name)
+        self.phase_started = time.monotonic()
+        self._refresh()
+
+    def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
+        colour = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
+        self.state["checks"] = [f"{o.spec.name} {o.result.status}" for o in evaluation.outcomes]
+        self.console.print(
+            ("baseline" if iteration == 0 else f"iteration {iteration}")
+            + f": reward {evaluation.reward:.2f}  "
+            + "  ".join(
+                f"[{colour.get(o.result.status, 'white')}]{o.spec.name} {o.result.status}[/]"
+                for o in evaluation.outcomes
+            )
+        )
+        for error in (evaluation.output.errors or [])[:3]:
+            where = error.location() or "-"
+            first = error.message.splitlines()[0] if error.message else ""
+            self.console.print(f"    [dim]{where}[/]  {first}", highlight=False)
+
+    def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
+        self.state["rewards"].append(record.reward)
+        if record.ralph:
+            self.tokens += record.ralph.usage.tokens()
+            if record.ralph.usage.cost_usd is not None:
+                self.cost = (self.cost or 0.0) + record.ralph.usage.cost_usd
+        super().iteration_done(record, decision)
+
+    def loop_finished(self, result: LoopResult) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+        super().loop_finished(result)
+
+
+class SilentReporter(PlainReporter):
+    """`--quiet`: nothing on stderr but the GitHub step summary."""
+
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+
+
+def make_reporter(*, quiet: bool) -> PlainReporter:
+    if quiet:
+        return SilentReporter()
+    if is_ci():
+        return PlainReporter()
+    from rich.console import Console
+
+    return RichReporter(Console(stderr=True))
+
+
+def write_step_summary(result: LoopResult) -> None:
+    """Append a markdown summary of the loop to $GITHUB_STEP_SUMMARY when it is set."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
+    lines = [
+        f"### ralph: {result.loop_id}",
+        "",
+        f"**{result.status}** ({result.stop_reason}) after {result.iterations} iterations, "
+        f"best reward {best}",
+        "",
+        "| iteration | reward |",
+        "| --- | --- |",
+        *(f"| {i} | {r:.2f} |" for i, r in enumerate(result.reward_history, start=1)),
+        "",
+    ]
+    try:
+        with Path(target).open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    except OSError:
+        pass  # a summary is a courtesy; never fail a loop over it
