@@ -1,0 +1,564 @@
+"""`ralph analyze`: learning curves and statistics over the stored iteration records.
+
+Every figure is computed from the records (`reflections/<loop>/NNN.json`), the source of truth;
+a loop's state file only adds its status (a `running` loop whose process is gone is `crashed`),
+stop reason, task and baseline. Invalid files are counted and named, never fatal; a loop that is
+still running, crashed, or has one iteration is analysed like any other.
+
+Definitions:
+
+- **reward series**: the baseline reward (`state.baseline.reward`, when known), then the reward
+  of each valid record in iteration order (a record without `reward_signal` counts 0).
+- **iterations to green**: the first iteration whose `evaluator_output.passed` is true; None if
+  never (0 for a loop with no records whose baseline already passed).
+- **success@k**, for k = 1 .. the highest iteration across the analysed loops: the share of the
+  analysed loops green by iteration k (iterations to green <= k) — the learning curve of the
+  Reflexion paper. **success rate**: the share of loops that ever went green. Loops still
+  running count as not (yet) green.
+- **learning rate**: the mean of reward[i] - reward[i-1] over consecutive entries of the reward
+  series, the baseline step included when the baseline is known; None with fewer than two.
+- **breakthrough**: an iteration whose reward is at least 0.3 above the previous entry of the
+  series; it is "preceded by" the reflection of iteration i-1 (its first line and category).
+- **error count trend**: the same mean step over the error counts (baseline `error_count`, then
+  the number of diagnostics of each record); negative means fewer errors.
+- **failure categories**: `credit_assignment.failure_category` of each failed iteration
+  ("uncategorised" when absent). Per category: iterations, loops where it appeared, iterations
+  per such loop, and the mean iterations to green of those loops that went green.
+- **reflection effectiveness**: for each record i > 1 whose `memory_metadata.
+  reflections_in_context` (or else `previous_reflections_used`) contains j, one use of
+  reflection j, improved when reward_i > reward_{i-1} (both records valid). Reported as the share
+  of improved uses, overall, by j's `ralph.reflection_source` and by each of j's quality flags
+  ("none" when it has none; "unknown" when record j is missing or invalid).
+- **recurring root causes**: `credit_assignment.root_cause`, normalised (lowercase, whitespace
+  collapsed, trailing `.,;:!?` stripped), found in 3 or more iterations across or within loops:
+  the agent is not learning from them. Listed with their loops and iterations.
+- **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens, `cost_usd` (None
+  when no record knows its cost) and the phase durations in `ralph.duration_ms`.
+
+`--json` prints one object: `{"summary": {...}, "loops": [...], "invalid_files": [...]}`.
+`summary` holds `loops`, `green_loops`, `success_rate`, `success_at_k` (a map from k, as a
+string, to the share of loops green by iteration k), `mean_iterations_to_green`,
+`median_iterations_to_green`, `mean_learning_rate`, `iterations`, `breakthroughs`, `tokens`,
+`cost_usd`, `wall_seconds`, `failure_categories` (a list, most iterations first),
+`reflection_effectiveness` (`uses`, `improved`, `share`, `by_source`, `by_quality_flag`),
+`recurring_root_causes`, `invalid_files` (a count) and `filters`. Each entry of `loops` holds
+`loop_id`, `task`, `status`, `stop_reason`, `created_at`, `iterations`, `last_iteration`,
+`baseline_reward`, `rewards` (the reward series: its first entry is the baseline when
+`baseline_reward` is not null), `best_reward`, `iterations_to_green`, `learning_rate`,
+`breakthroughs`, `baseline_error_count`, `error_counts`, `error_trend`, `failure_categories`,
+`tokens`, `cost_usd`, `wall_seconds` and `invalid_files`. `invalid_files` lists `{"path",
+"reason"}` with paths relative to the project root (of the analysed loops). `--csv` writes
+one row per iteration, the baseline (when known) as iteration 0.
+
+Filters: `--since` keeps loops created at or after a time, `--status` those whose effective
+status matches ("unknown" without a readable state), `--task` those whose task contains the
+text (case-insensitive). Loops are listed oldest first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ralph.errors import RalphError, StoreError
+from ralph.index import FactsReader, IterationFacts, LoopFiles, StateFacts
+from ralph.store import STATUSES, MemoryStore, pid_alive, validate_loop_id
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+BREAKTHROUGH = 0.3
+RECURRING = 3
+_EPS = 1e-9  # so that 0.4 -> 0.7 counts as a 0.3 jump despite binary floats
+
+
+@dataclass
+class Breakthrough:
+    iteration: int
+    reward_before: float
+    reward: float
+    reflection_iteration: int | None = None
+    reflection: str | None = None
+    category: str | None = None
+
+    @property
+    def delta(self) -> float:
+        return self.reward - self.reward_before
+
+
+@dataclass
+class LoopAnalysis:
+    loop_id: str
+    task: str | None
+    status: str
+    stop_reason: str | None
+    created_at: str | None
+    baseline_reward: float | None
+    baseline_error_count: int | None
+    records: list[IterationFacts]
+    rewards: list[float]
+    iterations_to_green: int | None
+    learning_rate: float | None
+    breakthroughs: list[Breakthrough]
+    error_counts: list[int]
+    error_trend: float | None
+    failure_categories: dict[str, int]
+    tokens: int
+    cost_usd: float | None
+    wall_seconds: float
+    invalid_files: int
+
+    @property
+    def last_iteration(self) -> int:
+        return self.records[-1].iteration if self.records else 0
+
+
+@dataclass
+class Rate:
+    uses: int = 0
+    improved: int = 0
+
+    @property
+    def share(self) -> float | None:
+        return self.improved / self.uses if self.uses else None
+
+
+@dataclass
+class Effectiveness:
+    overall: Rate = field(default_factory=Rate)
+    by_source: dict[str, Rate] = field(default_factory=dict)
+    by_quality_flag: dict[str, Rate] = field(default_factory=dict)
+
+
+@dataclass
+class CategoryStat:
+    category: str
+    iterations: int
+    loops: int
+    mean_iterations_to_green: float | None
+
+    @property
+    def iterations_per_loop(self) -> float:
+        return self.iterations / self.loops
+
+
+@dataclass
+class RecurringCause:
+    root_cause: str
+    occurrences: list[tuple[str, int]]
+
+    @property
+    def loops(self) -> list[str]:
+        return sorted({loop_id for loop_id, _ in self.occurrences})
+
+
+@dataclass
+class InvalidFile:
+    path: str
+    reason: str
+
+
+@dataclass
+class Summary:
+    loops: int
+    green_loops: int
+    success_rate: float | None
+    success_at_k: dict[int, float]
+    mean_iterations_to_green: float | None
+    median_iterations_to_green: float | None
+    mean_learning_rate: float | None
+    iterations: int
+    breakthroughs: int
+    tokens: int
+    cost_usd: float | None
+    wall_seconds: float
+    failure_categories: list[CategoryStat]
+    effectiveness: Effectiveness
+    recurring_root_causes: list[RecurringCause]
+
+
+@dataclass
+class Analysis:
+    summary: Summary
+    loops: list[LoopAnalysis]
+    invalid_files: list[InvalidFile]
+    filters: dict[str, str] = field(default_factory=dict)
+
+
+def analyze(
+    store: MemoryStore,
+    loop_ids: list[str] | None = None,
+    *,
+    since: datetime | None = None,
+    status: str | None = None,
+    task: str | None = None,
+    use_index: bool = True,
+) -> Analysis:
+    """Analyse the named loops (default: every loop), keeping those that pass the filters.
+
+    `since` keeps loops created at or after it (naive times are UTC); `status` matches the
+    effective status ("unknown" for a loop without a readable state); `task` is a
+    case-insensitive substring of the task.
+    """
+    store.require()
+    if status is not None and status not in (*STATUSES, "unknown"):
+        raise RalphError(
+            f"unknown status {status!r}", hint=f"use one of: {', '.join((*STATUSES, 'unknown'))}"
+        )
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    ids = list(dict.fromkeys(validate_loop_id(i) for i in loop_ids)) if loop_ids else None
+    loops: list[LoopAnalysis] = []
+    invalid: list[InvalidFile] = []
+    reader = FactsReader(store, use_index=use_index)
+    try:
+        for loop_id in ids if ids is not None else store.loop_ids():
+            state, problem = reader.state(loop_id)
+            if (
+                state is None
+                and problem is None
+                and ids
+                and not store.reflections_dir(loop_id).is_dir()
+            ):
+                raise StoreError(
+                    f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
+                )
+            loop_status = _status(state)
+            if status is not None and loop_status != status:
+                continue
+            files = reader.records(loop_id)
+            if state is None and problem is None and not files.records and not files.invalid:
+                continue  # a folder of logs without a state or a record: nothing to analyse
+            if not _wanted(state, files, since, task):
+                continue
+            loops.append(_analyse_loop(loop_id, state, loop_status, files))
+            if problem is not None:
+                invalid.append(InvalidFile(_relative(store, store.state_path(loop_id)), problem))
+            invalid.extend(InvalidFile(_relative(store, Path(p)), r) for p, r in files.invalid)
+    finally:
+        full_scan = ids is None and since is None and status is None and task is None
+        reader.close(forget_unseen=full_scan)
+    loops.sort(key=lambda loop: (loop.created_at or "", loop.loop_id))
+    filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
+    return Analysis(_summarise(loops), loops, invalid, {k: v for k, v in filters.items() if v})
+
+
+def _relative(store: MemoryStore, path: Path) -> str:
+    try:
+        return path.relative_to(store.root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _status(state: StateFacts | None) -> str:
+    if state is None:
+        return "unknown"
+    here = state.host == socket.gethostname()
+    if state.status == "running" and state.pid and here and not pid_alive(state.pid):
+        return "crashed"
+    return state.status
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text or "")
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _task(state: StateFacts | None, files: LoopFiles) -> str | None:
+    if state is not None:
+        return state.task
+    return next((r.task for r in files.records if r.task), None)
+
+
+def _created(state: StateFacts | None, files: LoopFiles) -> str | None:
+    if state is not None:
+        return state.created_at
+    return files.records[0].timestamp if files.records else None
+
+
+def _wanted(
+    state: StateFacts | None, files: LoopFiles, since: datetime | None, task: str | None
+) -> bool:
+    if task is not None and task.lower() not in (_task(state, files) or "").lower():
+        return False
+    if since is not None:
+        created = _parse_time(_created(state, files))
+        if created is not None and created < since:
+            return False
+    return True
+
+
+def mean_step(series: list[float] | list[int]) -> float | None:
+    """Mean of series[i] - series[i-1]; None with fewer than two entries."""
+    if len(series) < 2:
+        return None
+    return sum(b - a for a, b in itertools.pairwise(series)) / (len(series) - 1)
+
+
+def _analyse_loop(
+    loop_id: str, state: StateFacts | None, status: str, files: LoopFiles
+) -> LoopAnalysis:
+    records = files.records
+    base = state.baseline_reward if state else None
+    base_errors = state.baseline_error_count if state else None
+    rewards = ([base] if base is not None else []) + [r.reward for r in records]
+    errors = ([base_errors] if base_errors is not None else []) + [r.error_count for r in records]
+    green = next((r.iteration for r in records if r.passed), None)
+    if green is None and not records and state is not None and state.baseline_passed:
+        green = 0
+    by_iteration = {r.iteration: r for r in records}
+    breakthroughs = []
+    previous = base
+    for record in records:
+        if previous is not None and record.reward - previous >= BREAKTHROUGH - _EPS:
+            before = by_iteration.get(record.iteration - 1)
+            breakthroughs.append(
+                Breakthrough(
+                    record.iteration,
+                    previous,
+                    record.reward,
+                    before.iteration if before else None,
+                    before.reflection if before else None,
+                    before.category if before else None,
+                )
+            )
+        previous = record.reward
+    costs = [r.cost_usd for r in records if r.cost_usd is not None]
+    return LoopAnalysis(
+        loop_id=loop_id,
+        task=_task(state, files),
+        status=status,
+        stop_reason=state.stop_reason if state else None,
+        created_at=_created(state, files),
+        baseline_reward=base,
+        baseline_error_count=base_errors,
+        records=records,
+        rewards=rewards,
+        iterations_to_green=green,
+        learning_rate=mean_step(rewards),
+        breakthroughs=breakthroughs,
+        error_counts=errors,
+        error_trend=mean_step(errors),
+        failure_categories=dict(
+            Counter(r.category or "uncategorised" for r in records if not r.passed)
+        ),
+        tokens=sum(r.tokens for r in records),
+        cost_usd=round(sum(costs), 6) if costs else None,
+        wall_seconds=sum(r.duration_ms for r in records) / 1000,
+        invalid_files=len(files.invalid),
+    )
+
+
+def _summarise(loops: list[LoopAnalysis]) -> Summary:
+    greens = [loop.iterations_to_green for loop in loops if loop.iterations_to_green is not None]
+    top = max((loop.last_iteration for loop in loops), default=0)
+    rates = [loop.learning_rate for loop in loops if loop.learning_rate is not None]
+    costs = [loop.cost_usd for loop in loops if loop.cost_usd is not None]
+    return Summary(
+        loops=len(loops),
+        green_loops=len(greens),
+        success_rate=len(greens) / len(loops) if loops else None,
+        success_at_k={k: sum(g <= k for g in greens) / len(loops) for k in range(1, top + 1)},
+        mean_iterations_to_green=statistics.fmean(greens) if greens else None,
+        median_iterations_to_green=float(statistics.median(greens)) if greens else None,
+        mean_learning_rate=statistics.fmean(rates) if rates else None,
+        iterations=sum(len(loop.records) for loop in loops),
+        breakthroughs=sum(len(loop.breakthroughs) for loop in loops),
+        tokens=sum(loop.tokens for loop in loops),
+        cost_usd=round(sum(costs), 6) if costs else None,
+        wall_seconds=float(sum(loop.wall_seconds for loop in loops)),
+        failure_categories=_categories(loops),
+        effectiveness=_effectiveness(loops),
+        recurring_root_causes=recurring_root_causes(loops),
+    )
+
+
+def _categories(loops: list[LoopAnalysis]) -> list[CategoryStat]:
+    iterations: Counter[str] = Counter()
+    seen_in: defaultdict[str, list[LoopAnalysis]] = defaultdict(list)
+    for loop in loops:
+        for category, count in loop.failure_categories.items():
+            iterations[category] += count
+            seen_in[category].append(loop)
+    stats = []
+    for category, count in iterations.items():
+        greens = [
+            g.iterations_to_green for g in seen_in[category] if g.iterations_to_green is not None
+        ]
+        mean = statistics.fmean(greens) if greens else None
+        stats.append(CategoryStat(category, count, len(seen_in[category]), mean))
+    return sorted(stats, key=lambda s: (-s.iterations, s.category))
+
+
+def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
+    # tally uses by (source, flags, improved) first: tens of thousands of uses, a few keys
+    tally: Counter[tuple[str, tuple[str, ...], bool]] = Counter()
+    for loop in loops:
+        by_iteration = {r.iteration: r for r in loop.records}
+        for record in loop.records:
+            previous = by_iteration.get(record.iteration - 1)
+            if record.iteration <= 1 or previous is None:
+                continue
+            improved = record.reward > previous.reward
+            for j in dict.fromkeys(record.in_context):
+                used = by_iteration.get(j)
+                if used is None:
+                    tally["unknown", ("unknown",), improved] += 1
+                else:
+                    flags = tuple(dict.fromkeys(used.quality_flags)) or ("none",)
+                    tally[used.source or "unknown", flags, improved] += 1
+    result = Effectiveness()
+    for (source, flags, improved), n in tally.items():
+        rates = [result.overall, result.by_source.setdefault(source, Rate())]
+        rates += [result.by_quality_flag.setdefault(f, Rate()) for f in flags]
+        for rate in rates:
+            rate.uses += n
+            rate.improved += n if improved else 0
+    return result
+
+
+def normalise_root_cause(text: str) -> str:
+    """Lowercase, whitespace collapsed, trailing punctuation stripped: the same cause twice."""
+    return " ".join(text.split()).lower().rstrip(".,;:!? ")
+
+
+def recurring_root_causes(loops: list[LoopAnalysis]) -> list[RecurringCause]:
+    found: defaultdict[str, list[tuple[str, int]]] = defaultdict(list)
+    for loop in loops:
+        for record in loop.records:
+            key = normalise_root_cause(record.root_cause or "")
+            if key:
+                found[key].append((loop.loop_id, record.iteration))
+    causes = [RecurringCause(k, v) for k, v in found.items() if len(v) >= RECURRING]
+    return sorted(causes, key=lambda c: (-len(c.occurrences), c.root_cause))
+
+
+def _rate_json(rate: Rate) -> dict[str, Any]:
+    return {"uses": rate.uses, "improved": rate.improved, "share": rate.share}
+
+
+def loop_json(loop: LoopAnalysis) -> dict[str, Any]:
+    return {
+        "loop_id": loop.loop_id,
+        "task": loop.task,
+        "status": loop.status,
+        "stop_reason": loop.stop_reason,
+        "created_at": loop.created_at,
+        "iterations": len(loop.records),
+        "last_iteration": loop.last_iteration,
+        "baseline_reward": loop.baseline_reward,
+        "rewards": loop.rewards,
+        "best_reward": max(loop.rewards, default=None),
+        "iterations_to_green": loop.iterations_to_green,
+        "learning_rate": loop.learning_rate,
+        "breakthroughs": [
+            {
+                "iteration": b.iteration,
+                "reward_before": b.reward_before,
+                "reward": b.reward,
+                "delta": b.delta,
+                "preceded_by": None
+                if b.reflection_iteration is None
+                else {
+                    "iteration": b.reflection_iteration,
+                    "reflection": b.reflection,
+                    "category": b.category,
+                },
+            }
+            for b in loop.breakthroughs
+        ],
+        "baseline_error_count": loop.baseline_error_count,
+        "error_counts": loop.error_counts,
+        "error_trend": loop.error_trend,
+        "failure_categories": loop.failure_categories,
+        "tokens": loop.tokens,
+        "cost_usd": loop.cost_usd,
+        "wall_seconds": loop.wall_seconds,
+        "invalid_files": loop.invalid_files,
+    }
+
+
+def analysis_json(a: Analysis) -> dict[str, Any]:
+    """The documented `--json` object (see the module docstring)."""
+    s = a.summary
+    total = sum(c.iterations for c in s.failure_categories)
+    eff = s.effectiveness
+    return {
+        "summary": {
+            "loops": s.loops,
+            "green_loops": s.green_loops,
+            "success_rate": s.success_rate,
+            "success_at_k": {str(k): v for k, v in s.success_at_k.items()},
+            "mean_iterations_to_green": s.mean_iterations_to_green,
+            "median_iterations_to_green": s.median_iterations_to_green,
+            "mean_learning_rate": s.mean_learning_rate,
+            "iterations": s.iterations,
+            "breakthroughs": s.breakthroughs,
+            "tokens": s.tokens,
+            "cost_usd": s.cost_usd,
+            "wall_seconds": s.wall_seconds,
+            "failure_categories": [
+                {
+                    "category": c.category,
+                    "iterations": c.iterations,
+                    "share": c.iterations / total,
+                    "loops": c.loops,
+                    "iterations_per_loop": c.iterations_per_loop,
+                    "mean_iterations_to_green": c.mean_iterations_to_green,
+                }
+                for c in s.failure_categories
+            ],
+            "reflection_effectiveness": {
+                **_rate_json(eff.overall),
+                "by_source": {k: _rate_json(v) for k, v in sorted(eff.by_source.items())},
+                "by_quality_flag": {
+                    k: _rate_json(v) for k, v in sorted(eff.by_quality_flag.items())
+                },
+            },
+            "recurring_root_causes": [
+                {
+                    "root_cause": c.root_cause,
+                    "count": len(c.occurrences),
+                    "loops": c.loops,
+                    "occurrences": [
+                        {"loop_id": loop_id, "iteration": i} for loop_id, i in c.occurrences
+                    ],
+                }
+                for c in s.recurring_root_causes
+            ],
+            "invalid_files": len(a.invalid_files),
+            "filters": a.filters,
+        },
+        "loops": [loop_json(loop) for loop in a.loops],
+        "invalid_files": [{"path": f.path, "reason": f.reason} for f in a.invalid_files],
+    }
+
+
+def write_csv(a: Analysis, out: TextIO) -> None:
+    """One row per iteration (the baseline as iteration 0), for spreadsheets and pandas."""
+    from ralph.analyze_report import write_csv as _write_csv
+
+    _write_csv(a, out)
+
+
+def write_html(a: Analysis, path: Path) -> None:
+    """A self-contained report: matplotlib charts inline as SVG beside the tables."""
+    from ralph.analyze_report import write_html as _write_html
+
+    _write_html(a, path)
+
+
+def render(a: Analysis, console: Console) -> None:
+    """Rich tables, sparklines and terminal charts; a plotted curve for a single loop."""
+    from ralph.analyze_report import render as _render
+
+    _render(a, console)

@@ -1,0 +1,339 @@
+"""The few facts `ralph analyze` needs from each file, and an optional SQLite cache of them.
+
+Reading 20,000 records means 20,000 `json.loads` of a few kilobytes each; analysing them needs a
+dozen fields of each. `FactsReader` extracts those fields straight from the parsed JSON (no
+schema validation on the fast path: a file is validated, for its reasons, only when extraction
+fails) and keeps them in `.aiwg/ralph/index.sqlite`, keyed by the file's (mtime_ns, size, inode).
+The JSON files stay the source of truth: a changed file is read again, a vanished one forgotten,
+and a cache that cannot be opened, read or written is simply not used (it is deleted and rebuilt
+when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
+
+INDEX_NAME = "index.sqlite"
+# Bump when the extracted fields change: an index of another version is rebuilt.
+INDEX_VERSION = 1
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class IterationFacts:
+    """What analyze uses of one record."""
+
+    iteration: int
+    timestamp: str
+    passed: bool
+    reward: float
+    error_count: int
+    category: str | None
+    root_cause: str | None
+    reflection: str
+    source: str | None
+    quality_flags: list[str]
+    in_context: list[int]
+    tokens: int
+    cost_usd: float | None
+    duration_ms: int
+    task: str | None
+
+
+@dataclass(slots=True)
+class StateFacts:
+    """What analyze uses of a loop's state file: status, stop reason, baseline, task."""
+
+    task: str
+    status: str
+    stop_reason: str | None
+    created_at: str
+    baseline_reward: float | None
+    baseline_passed: bool | None
+    baseline_error_count: int | None
+    pid: int | None
+    host: str | None
+
+
+TOKEN_FIELDS = (
+    "actor_tokens_in",
+    "actor_tokens_out",
+    "reflector_tokens_in",
+    "reflector_tokens_out",
+)
+RECORD_FIELDS = tuple(IterationFacts.__slots__)
+STATE_FIELDS = tuple(StateFacts.__slots__)
+
+
+@dataclass
+class LoopFiles:
+    """One loop's extracted records, in iteration order, and its invalid record files."""
+
+    records: list[IterationFacts] = field(default_factory=list)
+    invalid: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} is not a number")
+    return float(value)
+
+
+def _ints(value: Any, what: str) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise ValueError(f"{what} is not a list of integers")
+    return value
+
+
+def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
+    """The analysed fields of a parsed record; ValueError/KeyError/TypeError when malformed."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data["loop_id"] != loop_id:
+        raise ValueError(f"loop_id {data['loop_id']!r} does not match its folder {loop_id}")
+    if data["iteration"] != iteration:
+        raise ValueError(f"iteration {data['iteration']!r} does not match its file name")
+    if not isinstance(data["actor_output"], dict):
+        raise ValueError("actor_output is not an object")
+    ev, sr, mm = data["evaluator_output"], data["self_reflection"], data["memory_metadata"]
+    if not isinstance(ev["passed"], bool):
+        raise ValueError("evaluator_output.passed is not a boolean")
+    raw_reward = ev.get("reward_signal")
+    reward = 0.0 if raw_reward is None else _number(raw_reward, "reward_signal")
+    if not 0.0 <= reward <= 1.0:
+        raise ValueError("reward_signal is outside [0, 1]")
+    errors = ev.get("errors") or []
+    text, credit = sr["reflection_text"], sr.get("credit_assignment") or {}
+    if not isinstance(text, str) or not isinstance(credit, dict):
+        raise ValueError("self_reflection is malformed")
+    in_context = mm.get("reflections_in_context")
+    if in_context is None:
+        in_context = data.get("previous_reflections_used")
+    ext = data.get("ralph") or {}
+    usage, flags = ext.get("usage") or {}, ext.get("quality_flags") or []
+    if not isinstance(flags, list):
+        raise ValueError("ralph.quality_flags is not a list")
+    tokens = 0
+    for key in TOKEN_FIELDS:
+        tokens += usage.get(key) or 0  # TypeError on a non-number: the file is then validated
+    cost = usage.get("cost_usd")
+    duration = sum((ext.get("duration_ms") or {}).values())
+    task = data.get("task_description")
+    return IterationFacts(
+        iteration=iteration,
+        timestamp=str(data["timestamp"]),
+        passed=ev["passed"],
+        reward=reward,
+        error_count=len(errors),
+        category=credit.get("failure_category"),
+        root_cause=credit.get("root_cause") or None,
+        reflection=(text.strip().splitlines() or [""])[0][:200],
+        source=ext.get("reflection_source"),
+        quality_flags=[str(f) for f in flags],
+        in_context=_ints(in_context, "reflections_in_context"),
+        tokens=int(tokens),
+        cost_usd=None if cost is None else _number(cost, "cost_usd"),
+        duration_ms=int(duration),
+        task=task if isinstance(task, str) else None,
+    )
+
+
+def state_facts(data: Any) -> StateFacts:
+    """The analysed fields of a parsed state file; ValueError/KeyError/TypeError when malformed."""
+    if not isinstance(data, dict) or data["status"] not in STATUSES:
+        raise ValueError("not a loop state")
+    baseline = data.get("baseline") or {}
+    reward = baseline.get("reward")
+    errors = baseline.get("error_count")
+    passed = baseline.get("passed")
+    pid, host = data.get("pid"), data.get("host")
+    return StateFacts(
+        task=str(data["task"]),
+        status=data["status"],
+        stop_reason=data.get("stop_reason"),
+        created_at=str(data["created_at"]),
+        baseline_reward=None if reward is None else _number(reward, "baseline.reward"),
+        baseline_passed=passed if isinstance(passed, bool) else None,
+        baseline_error_count=errors if isinstance(errors, int) else None,
+        pid=pid if isinstance(pid, int) else None,
+        host=host if isinstance(host, str) else None,
+    )
+
+
+def _read_record(path: str, loop_id: str, iteration: int) -> tuple[IterationFacts | None, str]:
+    """Facts, or None and the reason; the full schema validation runs only for the reason."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+        return record_facts(data, loop_id, iteration), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        problems = load_record_file(Path(path), iteration).problems
+        return None, problems[0] if problems else _reason(exc)
+
+
+def _read_state(path: str) -> tuple[StateFacts | None, str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return state_facts(json.loads(handle.read())), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        from ralph.errors import StoreError
+
+        try:
+            parse_state(Path(path))
+        except StoreError as err:
+            return None, err.message.removeprefix(f"{path}: ")
+        return None, _reason(exc)
+
+
+def _reason(exc: Exception) -> str:
+    return f"missing field {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
+
+
+def _unpack(cls: type[T], packed: str | None) -> T | None:
+    """A cached row back into facts; None (read the file again) if the row is not usable."""
+    try:
+        return cls(*json.loads(packed or ""))
+    except (ValueError, TypeError):
+        return None
+
+
+Key = tuple[int, int, int]
+Row = tuple[Key, str | None, str]
+
+
+class FactsReader:
+    """Reads facts through the cache when it can, straight from the files when it cannot."""
+
+    def __init__(self, store: MemoryStore, *, use_index: bool = True) -> None:
+        self.store = store
+        self._rows: dict[str, Row] = {}
+        self._seen: set[str] = set()
+        self._updates: list[tuple[str, int, int, int, str | None, str]] = []
+        self._db: sqlite3.Connection | None = self._open() if use_index else None
+
+    # cache ------------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection | None:
+        path = self.store.base / INDEX_NAME
+        for attempt in range(2):
+            db = None
+            try:
+                db = sqlite3.connect(path, timeout=2.0)
+                db.execute("PRAGMA synchronous = OFF")
+                if db.execute("PRAGMA user_version").fetchone()[0] != INDEX_VERSION:
+                    db.execute("DROP TABLE IF EXISTS files")
+                    db.execute(
+                        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY,"
+                        " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
+                    )
+                    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+                    db.commit()
+                for name, mtime, size, inode, facts, problem in db.execute(
+                    "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
+                ):
+                    self._rows[name] = ((mtime, size, inode), facts, problem)
+                return db
+            except sqlite3.DatabaseError as exc:
+                self._rows.clear()
+                if db is not None:
+                    db.close()
+                # busy, locked or read-only: go without; corrupt: delete and rebuild once
+                corrupt = not isinstance(exc, sqlite3.OperationalError)
+                if corrupt and attempt == 0 and path.exists():
+                    for suffix in ("", "-journal", "-wal", "-shm"):  # rebuilt, never trusted
+                        with contextlib.suppress(OSError):
+                            path.with_name(path.name + suffix).unlink()
+                    continue
+                return None
+        return None
+
+    def _cached(self, name: str, entry: os.DirEntry[str] | str) -> tuple[Key, Row | None]:
+        st = entry.stat() if isinstance(entry, os.DirEntry) else os.stat(entry)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        self._seen.add(name)
+        row = self._rows.get(name)
+        return key, row if row is not None and row[0] == key else None
+
+    def _remember(self, name: str, key: Key, facts: str | None, problem: str) -> None:
+        if self._db is not None:
+            self._updates.append((name, *key, facts, problem))
+
+    # facts ------------------------------------------------------------------------------
+    def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
+        """The state facts, or None and a problem (None when there simply is no state file)."""
+        path = self.store.state_path(loop_id)
+        name = f"loops/{loop_id}/state.json"
+        try:
+            key, row = self._cached(name, str(path))
+        except OSError:
+            return None, None
+        if row is not None and not row[1]:
+            return None, row[2]
+        cached = _unpack(StateFacts, row[1]) if row is not None else None
+        if cached is not None:
+            return cached, None
+        facts, problem = _read_state(str(path))
+        packed = None if facts is None else json.dumps([getattr(facts, f) for f in STATE_FIELDS])
+        self._remember(name, key, packed, problem)
+        return facts, (problem if facts is None else None)
+
+    def records(self, loop_id: str) -> LoopFiles:
+        folder = self.store.reflections_dir(loop_id)
+        out = LoopFiles()
+        try:
+            entries = sorted(
+                (int(m.group(1)), e) for e in os.scandir(folder) if (m := RECORD_NAME.match(e.name))
+            )
+        except OSError:
+            return out
+        for iteration, entry in entries:
+            name = f"reflections/{loop_id}/{entry.name}"
+            try:
+                key, row = self._cached(name, entry)
+            except OSError:
+                continue  # removed while we listed it
+            if row is not None and not row[1]:
+                out.invalid.append((entry.path, row[2]))
+                continue
+            cached = _unpack(IterationFacts, row[1]) if row is not None else None
+            if cached is not None:
+                out.records.append(cached)
+                continue
+            facts, problem = _read_record(entry.path, loop_id, iteration)
+            if facts is None:
+                out.invalid.append((entry.path, problem))
+                self._remember(name, key, None, problem)
+            else:
+                out.records.append(facts)
+                packed = json.dumps([getattr(facts, f) for f in RECORD_FIELDS])
+                self._remember(name, key, packed, "")
+        return out
+
+    def close(self, *, forget_unseen: bool) -> None:
+        """Write what was read; with `forget_unseen` (a full scan) drop rows of vanished files."""
+        if self._db is None:
+            return
+        try:
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", self._updates
+                )
+                if forget_unseen:
+                    gone = [(name,) for name in self._rows if name not in self._seen]
+                    self._db.executemany("DELETE FROM files WHERE path = ?", gone)
+        except sqlite3.Error:
+            pass  # a busy or read-only cache only costs speed next time
+        finally:
+            self._db.close()
+            self._db = None
