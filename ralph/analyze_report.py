@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 SPARKS = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have them all
+WIDE_TERMINAL = 130  # columns needed for the full loops table
 
 CSV_COLUMNS = [
     "loop_id",
@@ -142,7 +143,9 @@ def _table(title: str, columns: list[str]) -> Any:
 
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     for n, column in enumerate(columns):
-        table.add_column(column, overflow="fold", no_wrap=n == 0)
+        # The first column holds the long text (an id, a root cause) and folds; figures never
+        # wrap, so a narrow terminal never shows a number one character per line.
+        table.add_column(column, overflow="fold", no_wrap=n > 0)
     return table
 
 
@@ -181,23 +184,31 @@ def render(a: Analysis, console: Console) -> None:
 def _render_loops(a: Analysis, console: Console) -> None:
     from rich.markup import escape
 
-    columns = ["loop", "status", "iter", "green", "reward", "rate", "jumps", "errors", "tokens"]
-    table = _table("loops", [*columns, "cost", "time", "stop"])
+    # Narrow terminals keep the figures that matter most; --csv and --json have them all.
+    wide = console.width >= WIDE_TERMINAL
+    columns = ["loop", "status", "iter", "green", "reward", "rate"]
+    if wide:
+        columns += ["jumps", "errors", "tokens", "cost", "time", "stop"]
+    table = _table("loops", columns)
     for loop in a.loops[-MAX_ROWS:]:
-        table.add_row(
+        cells = [
             escape(loop.loop_id),
             loop.status,
             str(loop.last_iteration),
             _green(loop),
             sparkline(loop.rewards),
             _num(loop.learning_rate, 3, signed=True),
-            str(len(loop.breakthroughs)),
-            _num(loop.error_trend, 1, signed=True),
-            f"{loop.tokens:,}",
-            _money(loop.cost_usd),
-            _duration(loop.wall_seconds),
-            escape(loop.stop_reason or "-"),
-        )
+        ]
+        if wide:
+            cells += [
+                str(len(loop.breakthroughs)),
+                _num(loop.error_trend, 1, signed=True),
+                f"{loop.tokens:,}",
+                _money(loop.cost_usd),
+                _duration(loop.wall_seconds),
+                escape(loop.stop_reason or "-"),
+            ]
+        table.add_row(*cells)
     console.print(table)
     if len(a.loops) > MAX_ROWS:
         console.print(f"[dim]{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv[/]")
