@@ -64,8 +64,8 @@ class ChangeSet:
         return [
             Action(
                 type=ACTION_TYPES[f.kind],
-                description=f"{f.kind} {f.path} (+{f.additions} -{f.deletions})",
-                file_path=f.path,
+                description=f"{f.kind} {shown(f.path)} (+{f.additions} -{f.deletions})",
+                file_path=shown(f.path),
                 changes=Changes(f.additions, f.deletions, cap_diff(redact(f.diff))),
             )
             for f in self.files
@@ -79,7 +79,8 @@ class ChangeSet:
         )
 
     def paths(self) -> list[str]:
-        return [f.path for f in self.files]
+        """The changed paths as text for records and prompts (see `shown`)."""
+        return [shown(f.path) for f in self.files]
 
     def summary(self) -> str:
         if not self.files:
@@ -101,6 +102,12 @@ class Workspace(Protocol):
     def commit_iteration(self, message: str) -> str | None: ...
     def restore(self, commit: str) -> None: ...
     def current_commit(self) -> str | None: ...
+
+
+def shown(path: str) -> str:
+    """A path as valid UTF-8 text: a file name that is not UTF-8 (kept exactly, with surrogate
+    escapes, for git) gets U+FFFD for its undecodable bytes, so records can always be written."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
@@ -133,6 +140,62 @@ def find_repo_root(path: Path) -> Path | None:
         return None
     top = str(out).strip()
     return Path(top) if status == 0 and top else None
+
+
+WORKTREES_DIR = "ralph-worktrees"  # under the git dir: see add_worktree
+
+
+def main_worktree(path: Path) -> Path | None:
+    """The main working tree of the repository holding `path` (itself, unless `path` is in a
+    linked worktree); None outside git or for a bare repository."""
+    top = find_repo_root(path)
+    if top is None:
+        return None
+    status, out, _ = _Git(top).run(
+        "rev-parse", "--path-format=absolute", "--git-common-dir", check=False
+    )
+    common = Path(out.decode("utf-8", "surrogateescape").strip())
+    if status != 0 or common.name != ".git":
+        return top
+    return common.parent
+
+
+def add_worktree(root: Path, loop_id: str) -> Path:
+    """A new worktree for `loop_id` at HEAD (detached; the loop then makes its branch there).
+
+    It lives under the repository's git dir, `.git/ralph-worktrees/<loop-id>`: not inside the
+    main working tree, where every pytest, ruff, mypy or `git status` run there would walk into
+    a second copy of the project, and not beside the repository, where ralph may not be allowed
+    to write and where copies would outlive the repository. Git itself keeps its worktree
+    bookkeeping in that same directory.
+    """
+    validate_loop_id(loop_id)
+    top = find_repo_root(root)
+    if top is None:
+        raise PreflightError(
+            "--worktree needs a git repository", hint="run inside one, or drop --worktree"
+        )
+    git = _Git(top)
+    if not git.ok("rev-parse", "-q", "--verify", "HEAD^{commit}"):
+        raise PreflightError(
+            "the git repository has no commits yet",
+            hint="commit something first (git commit --allow-empty -m init)",
+        )
+    common = Path(git.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
+    path = common / WORKTREES_DIR / loop_id
+    if path.exists():
+        raise PreflightError(f"worktree {path} exists already", hint="use another --loop-id")
+    git.run("worktree", "add", "-q", "--detach", str(path), "HEAD")
+    return path
+
+
+def remove_worktree(path: Path, *, force: bool = False) -> bool:
+    """`git worktree remove` (refuses a tree with changes unless `force`); True when gone."""
+    top = main_worktree(path)
+    if top is None:
+        return False
+    args = ["worktree", "remove", *(["--force"] if force else []), str(path)]
+    return _Git(top).run(*args, check=False)[0] == 0
 
 
 def open_workspace(root: Path, *, use_git: bool = True) -> Workspace:
@@ -386,6 +449,7 @@ class GitWorkspace:
     def resume_loop(self, git_state: Mapping[str, Any]) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
         branch = str(git_state.get("branch") or "")
+        self._refuse_stale_locks(branch)
         if not branch or self._current_branch() == branch:
             return
         if not self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
@@ -416,6 +480,19 @@ class GitWorkspace:
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
+
+    def _refuse_stale_locks(self, branch: str) -> None:
+        """A git command killed mid-way (say, with a kill -9 of the whole loop) leaves its lock
+        file; git then refuses every commit. Say so before an attempt is spent, not after."""
+        names = ["HEAD.lock", "index.lock"] + ([f"refs/heads/{branch}.lock"] if branch else [])
+        for name in names:
+            found = Path(self._git.text("rev-parse", "--path-format=absolute", "--git-path", name))
+            if found.exists():
+                raise PreflightError(
+                    f"git is locked: {found} exists (left by an interrupted git command?)",
+                    hint="if no git command is running in this repository, delete that file "
+                    "and resume again",
+                )
 
     def rescue(self, loop_id: str, iteration: int) -> str | None:
         """Save an interrupted attempt's leftovers on `refs/ralph/rescue/<loop>/<n>`; clear them.

@@ -23,6 +23,7 @@ from ralph.redact import redact
 OutputCallback = Callable[[str, str], None]
 KILL_GRACE_SECONDS = 2.0
 DEFAULT_CAP = 200_000
+OWNER_VARIABLE = "RALPH_OWNER_PID"  # every process ralph starts inherits its pid: see kill_orphans
 
 
 @dataclass
@@ -89,7 +90,7 @@ def run(
     (where no KeyboardInterrupt arrives) can still `kill_group` them all on Ctrl-C.
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    full_env = {**os.environ, **(env or {})}
+    full_env = {**os.environ, **(env or {}), OWNER_VARIABLE: str(os.getpid())}
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -230,6 +231,33 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def kill_orphans(owner_pid: int) -> list[int]:
+    """SIGKILL the process groups that a dead ralph (pid `owner_pid`) started and left running.
+
+    After a kill -9 of ralph itself nothing stops its agent or checks: they would go on editing
+    the tree while a resumed loop works in it. They are found by the OWNER_VARIABLE they all
+    inherited. Only meaningful once `owner_pid` is known dead; Linux (/proc) only, else a no-op.
+    """
+    proc_root = Path("/proc")
+    if owner_pid <= 0 or owner_pid == os.getpid() or not proc_root.is_dir():
+        return []
+    marker = f"{OWNER_VARIABLE}={owner_pid}".encode()
+    groups: set[int] = set()
+    for entry in os.scandir(proc_root):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                groups.add(os.getpgid(int(entry.name)))
+        except OSError:  # gone, or not ours to read
+            continue
+    groups.discard(os.getpgrp())
+    for group in sorted(groups):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    return sorted(groups)
 
 
 def which(tool: str, path: str | None = None) -> str | None:

@@ -249,6 +249,30 @@ def coerce(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("reflection_text", "causal_reasoning"):
         if isinstance(out.get(key), str):
             out[key] = out[key].strip()
+    return _bounded(out)
+
+
+# A reflection is read by the next prompt's token budget, not stored whole whatever its size:
+# a model answering megabytes must not make megabyte records.
+TEXT_LIMITS = {"reflection_text": 4000, "causal_reasoning": 2000, "root_cause": 1000}
+ITEM_LIMIT, LIST_LIMIT = 500, 12
+
+
+def _bounded(out: dict[str, Any]) -> dict[str, Any]:
+    for key, limit in TEXT_LIMITS.items():
+        holder = out.get("credit_assignment") if key == "root_cause" else out
+        if isinstance(holder, dict) and isinstance(holder.get(key), str):
+            holder[key] = cap(holder[key], limit)
+    for key in ("actionable_insights", "lessons_learned"):
+        if isinstance(out.get(key), list):
+            out[key] = [cap(v, ITEM_LIMIT) if isinstance(v, str) else v for v in out[key]]
+            out[key] = out[key][:LIST_LIMIT]
+    for holder, key in (
+        (out, "related_reflections"),
+        (out.get("credit_assignment"), "failing_action_indices"),
+    ):
+        if isinstance(holder, dict) and isinstance(holder.get(key), list):
+            holder[key] = holder[key][:100]
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ralph import config
 from ralph.config import Settings
-from ralph.errors import ConfigError, StoreError
+from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.loop import LoopResult, LoopRunner, Parts, Reporter
 from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
 
@@ -25,6 +25,13 @@ def project_root(start: Path | None = None) -> Path:
 
     here = (start or Path.cwd()).resolve()
     return find_repo_root(here) or here
+
+
+def memory_root(root: Path) -> Path:
+    """Where `.aiwg/ralph/` lives: the main working tree, also for a loop in a linked worktree."""
+    from ralph.gitops import main_worktree
+
+    return main_worktree(root) or root
 
 
 def make_evaluator(settings: Settings) -> Any:
@@ -96,14 +103,62 @@ def run_task(
     if not task.strip():
         raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
     root = project_root(cwd)
-    settings = config.load(root, flags)
+    home = memory_root(root)
+    settings = config.load(home, flags)
     loop_id = validate_loop_id(loop_id) if loop_id else new_loop_id(task)
-    store = MemoryStore(root)
+    store = MemoryStore(home)
     if store.state_path(loop_id).exists():
         raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
-    runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
-    with sigterm_as_interrupt():
-        return runner.start(task, loop_id)
+    if not settings.worktree:
+        runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
+        with sigterm_as_interrupt():
+            return runner.start(task, loop_id)
+    return _run_in_worktree(task, loop_id, settings, store, root, reporter, parts)
+
+
+def _run_in_worktree(
+    task: str,
+    loop_id: str,
+    settings: Settings,
+    store: MemoryStore,
+    root: Path,
+    reporter: Reporter,
+    parts: Parts | None,
+) -> LoopResult:
+    """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
+    from ralph.gitops import GitWorkspace, add_worktree, name_some, remove_worktree
+
+    if settings.no_git:
+        raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
+    workdir = add_worktree(root, loop_id)
+    reporter.note(f"working in the git worktree {workdir}")
+    dirty = GitWorkspace(root).dirty_files()
+    if dirty:
+        reporter.note(
+            f"uncommitted changes in {root} are not in the worktree, which starts at HEAD: "
+            + name_some(dirty, 5)
+        )
+    keep = False
+    try:
+        runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
+        with sigterm_as_interrupt():
+            result = runner.start(task, loop_id)
+        keep = result.stop_reason != "already_green"
+        return result
+    except BaseException:
+        keep = _has_branch(store, loop_id)
+        raise
+    finally:
+        if not keep:  # refused or already green: only a fresh checkout to throw away
+            remove_worktree(workdir, force=True)
+
+
+def _has_branch(store: MemoryStore, loop_id: str) -> bool:
+    """Whether the loop got as far as its branch (then its worktree holds its work)."""
+    try:
+        return bool(store.read_state(loop_id).git)
+    except StoreError:
+        return False
 
 
 def resume_task(
@@ -114,16 +169,31 @@ def resume_task(
     cwd: Path | None = None,
     parts: Parts | None = None,
 ) -> LoopResult:
-    root = project_root(cwd)
-    store = MemoryStore(root)
+    home = memory_root(project_root(cwd))
+    store = MemoryStore(home)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else _resumable(store))
     snapshot = dict(state.settings)
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
-    runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
+    workdir = loop_workdir(state, home)
+    runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
     with sigterm_as_interrupt():
         return runner.resume(state)
+
+
+def loop_workdir(state: LoopState, home: Path) -> Path:
+    """The working tree a loop works in: its worktree if it has one, else the main tree."""
+    worktree = (state.git or {}).get("worktree")
+    if not worktree:
+        return home
+    path = Path(worktree)
+    if not path.is_dir():
+        raise PreflightError(
+            f"the worktree of loop {state.loop_id} is gone: {path}",
+            hint=f"`git worktree prune`; its commits are on branch ralph/{state.loop_id}",
+        )
+    return path
 
 
 def _resumable(store: MemoryStore) -> str:
@@ -137,8 +207,17 @@ def _resumable(store: MemoryStore) -> str:
     return candidates[-1].loop_id
 
 
+def store_for(cwd: Path | None = None) -> MemoryStore:
+    """The memory of the project `cwd` is in; from a linked worktree, the main tree's."""
+    from ralph.gitops import main_worktree
+
+    here = (cwd or Path.cwd()).resolve()
+    main = main_worktree(here)
+    return MemoryStore(main) if main is not None else MemoryStore.discover(here)
+
+
 def abort_loop(loop_id: str, cwd: Path | None = None) -> LoopState:
-    store = MemoryStore(project_root(cwd))
+    store = store_for(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id))
     if state.status in ("completed", "aborted"):
@@ -165,7 +244,7 @@ def _interrupt_and_wait(pid: int, seconds: float = 15.0) -> None:
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
-    store = MemoryStore.discover(cwd)
+    store = store_for(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
     return {
@@ -181,6 +260,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "reward_history": state.reward_history,
         "usage": state.usage,
         "branch": (state.git or {}).get("branch"),
+        "worktree": (state.git or {}).get("worktree"),
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }

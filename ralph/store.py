@@ -8,6 +8,7 @@ never every record, and a corrupt file is reported with its reason instead of cr
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph import schemas
-from ralph.errors import StoreError
+from ralph.errors import PreflightError, StoreError
 from ralph.records import IterationRecord, from_json, to_json, utc_now
 
 AIWG_DIR = Path(".aiwg") / "ralph"
@@ -28,7 +29,7 @@ LOOP_ID_PATTERN = re.compile(r"^ralph-[a-z0-9-]+$")
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"
-    "loops/\nlocks/\nindex.sqlite*\n"
+    "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
 )
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
 
@@ -50,8 +51,14 @@ def new_loop_id(task: str) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write {path}: {exc.strerror or exc}", hint=_writable_hint(path)
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -62,8 +69,14 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"cannot write {path}: {exc.strerror or exc}", hint=_writable_hint(path)
+            ) from None
         raise
+
+
+def _writable_hint(path: Path) -> str:
+    return f"free disk space and make {path.parent} writable; the file was left as it was"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -174,8 +187,14 @@ class MemoryStore:
 
     def ensure(self) -> None:
         """Create the layout and its `.gitignore` (logs stay local, memory is committed)."""
-        (self.base / "reflections").mkdir(parents=True, exist_ok=True)
-        (self.base / "loops").mkdir(parents=True, exist_ok=True)
+        for sub in ("reflections", "loops"):
+            try:
+                (self.base / sub).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create {self.base / sub}: {exc.strerror or exc}",
+                    hint=_writable_hint(self.base / sub),
+                ) from None
         gitignore = self.base / ".gitignore"
         if not gitignore.exists():
             atomic_write_text(gitignore, GITIGNORE)
@@ -224,6 +243,21 @@ class MemoryStore:
 
     def valid_records(self, loop_id: str) -> list[IterationRecord]:
         return [f.record for f in self.read_records(loop_id) if f.record is not None]
+
+    def clear_partial_writes(self, loop_id: str) -> list[Path]:
+        """Remove the temporary files of writes a kill -9 interrupted (the targets are whole).
+
+        Call with the loop's lock held: nothing else writes this loop's files meanwhile."""
+        removed = []
+        for folder in (self.reflections_dir(loop_id), self.loop_dir(loop_id)):
+            if not folder.is_dir():
+                continue
+            for entry in os.scandir(folder):
+                if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                        removed.append(Path(entry.path))
+        return removed
 
     # loop state -------------------------------------------------------------------------
     def state_path(self, loop_id: str) -> Path:
@@ -282,33 +316,23 @@ class MemoryStore:
     # lock -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, loop_id: str, workdir: Path) -> Iterator[None]:
-        """One loop per working tree: a lock file naming the loop, stale when its pid is gone."""
-        path = lock_path(self, workdir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps({"loop_id": loop_id, "pid": os.getpid(), "host": socket.gethostname()})
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = _lock_holder(path)
-                if holder is None:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                    continue
-                from ralph.errors import PreflightError
+        """One loop per working tree: an flock'ed file naming the loop that holds it.
 
-                raise PreflightError(
-                    f"loop {holder} is already running in this working tree",
-                    hint="wait for it, `ralph abort` it, or start another with --worktree",
-                ) from None
-            with os.fdopen(fd, "w") as handle:
-                handle.write(payload)
-            break
+        The kernel drops an flock when its holder dies (even by kill -9), so a lock is never
+        stale and two loops racing for one tree cannot both win. The file is unlinked while
+        still locked; an acquirer that locked a file already unlinked tries again.
+        """
+        path = lock_path(self, workdir)
+        payload = json.dumps({"loop_id": loop_id, "pid": os.getpid(), "host": socket.gethostname()})
+        fd = _acquire(path, workdir)
         try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, payload.encode(), 0)
             yield
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 path.unlink()
+            os.close(fd)
 
 
 def lock_path(store: MemoryStore, workdir: Path) -> Path:
@@ -316,16 +340,42 @@ def lock_path(store: MemoryStore, workdir: Path) -> Path:
     return store.base / "locks" / f"{digest}.lock"
 
 
-def _lock_holder(path: Path) -> str | None:
-    """The loop holding a live lock, or None when the lock is stale or unreadable."""
+def _acquire(path: Path, workdir: Path) -> int:
+    """A descriptor holding the exclusive flock on `path`, or PreflightError naming the holder."""
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the loop lock {path}: {exc.strerror or exc}",
+                hint=f"ralph needs to write to {path.parent.parent}",
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise PreflightError(
+                f"loop {holder} is already running in this working tree ({workdir})",
+                hint="wait for it, `ralph abort` it, or start another loop with --worktree",
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder unlinked it between our open and our flock: try again
+
+
+def _lock_holder(fd: int) -> str:
+    """The loop named in a held lock (it may be mid-write: then just "another loop")."""
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    pid = data.get("pid")
-    if data.get("host") == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid):
-        return None
-    return str(data.get("loop_id", "another loop"))
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return str(data["loop_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another loop"
 
 
 def load_record_file(path: Path, iteration: int) -> RecordFile:
