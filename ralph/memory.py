@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -241,63 +240,3 @@ def _by_relevance(
     ]
     scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [r for _, _, r in scored]
-
-
-# --- lessons from other loops ------------------------------------------------------------------
-
-
-@dataclass
-class Lesson:
-    """A lesson learned in another loop, offered to this one (`source` is `loop#iteration`)."""
-
-    id: str
-    text: str
-    source: str
-    score: float = 0.0
-
-    def view(self) -> dict[str, str]:
-        """The `{text, source}` form `prompts.actor_prompt_context` takes."""
-        return {"text": self.text, "source": self.source}
-
-
-def select_lessons(
-    records: Iterable[IterationRecord],
-    *,
-    exclude_loop: str | None,
-    current_errors: Sequence[Diagnostic] = (),
-    limit: int = 3,
-) -> list[Lesson]:
-    """The `limit` most relevant distinct lessons from other loops' reflections.
-
-    Relevance: overlap of the lesson's failure with the current errors (files, rules, types),
-    then the reflection's confidence, then recency. Duplicate lessons (same words) count once.
-    """
-    if limit < 1:
-        return []
-    current = _features(current_errors)
-    best: dict[str, Lesson] = {}
-    for record in records:
-        if record.loop_id == exclude_loop:
-            continue
-        sr = record.self_reflection
-        mine = _features(record.evaluator_output.errors or [])
-        overlap = (
-            FILE_WEIGHT * _jaccard(mine.files, current.files)
-            + RULE_WEIGHT * _jaccard(mine.rules, current.rules)
-            + TYPE_WEIGHT * _jaccard(mine.types, current.types)
-        )
-        score = overlap + 0.5 * (sr.confidence if sr.confidence is not None else 0.5)
-        for k, text in enumerate(sr.lessons_learned or []):
-            key = " ".join(re.findall(r"\w+", text.lower()))
-            if not key:
-                continue
-            lesson = Lesson(
-                id=f"{record.loop_id}#{record.iteration}.{k}",
-                text=text.strip(),
-                source=f"{record.loop_id}#{record.iteration}",
-                score=score,
-            )
-            if key not in best or best[key].score < score:
-                best[key] = lesson
-    ranked = sorted(best.values(), key=lambda lesson: lesson.score, reverse=True)
-    return ranked[:limit]

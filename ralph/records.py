@@ -222,6 +222,7 @@ class RalphExtension:
     git_commit: str | None = None
     lessons_used: list[str] = field(default_factory=list)
     error_fingerprint: str | None = None
+    obsolete: bool | None = None  # marked by `ralph reflections obsolete`: never injected again
 
 
 @dataclass

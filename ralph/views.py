@@ -6,11 +6,13 @@ Listings read state files only; `show` reads one record; `validate` reads what i
 from __future__ import annotations
 
 import json
+import sqlite3
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
-from ralph.errors import StoreError
+from ralph.errors import ConfigError, StoreError
 from ralph.store import RECORD_NAME, MemoryStore, read_json, validate_loop_id
 
 if TYPE_CHECKING:
@@ -140,7 +142,105 @@ def show_record(
             raise StoreError(f"loop {loop_id} has no iteration {iteration}")
         _print_json(read_json(path))
         return
-    render_record(store.read_record(loop_id, iteration), console)
+    record = store.read_record(loop_id, iteration)
+    render_record(record, console)
+    if record.ralph and record.ralph.obsolete:
+        console.print("obsolete: its lessons are never injected into a prompt", markup=False)
+    _render_usage(store, loop_id, iteration, console)
+
+
+def _render_usage(store: MemoryStore, loop_id: str, iteration: int, console: Console) -> None:
+    """How often other loops were given this reflection's lessons, and how often that helped."""
+    from ralph.search import SearchIndex
+
+    try:
+        with SearchIndex(store) as index:
+            usage = index.usage(loop_id, iteration)
+    except (StoreError, sqlite3.Error, OSError):
+        return  # the index is a convenience: `show` works without it
+    times = f"{usage.retrieved} time{'' if usage.retrieved == 1 else 's'}"
+    line = f"used by other loops: {times}, helped {usage.helped}"
+    if usage.used_by:
+        line += f" ({', '.join(usage.used_by[:5])}{', ...' if len(usage.used_by) > 5 else ''})"
+    console.print(f"[dim]{line}[/]" if console.is_terminal else line, markup=console.is_terminal)
+
+
+def search_reflections(
+    store: MemoryStore,
+    query: str,
+    console: Console,
+    *,
+    as_json: bool,
+    category: str | None = None,
+    min_confidence: float | None = None,
+    loop_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = 10,
+) -> None:
+    from ralph.records import FAILURE_CATEGORIES
+    from ralph.search import SearchIndex
+
+    if loop_id is not None:
+        validate_loop_id(loop_id)
+    if category is not None and category not in FAILURE_CATEGORIES:
+        choices = ", ".join(FAILURE_CATEGORIES)
+        raise ConfigError(f"unknown failure category {category!r}", hint=f"one of: {choices}")
+    with SearchIndex(store) as index:
+        hits = index.search(
+            query,
+            category=category,
+            min_confidence=min_confidence,
+            loop_id=loop_id,
+            since=parse_when(since, "--since"),
+            until=parse_when(until, "--until", end_of_day=True),
+            limit=limit,
+        )
+    if as_json:
+        _print_json([hit.to_json() for hit in hits])
+        return
+    if not hits:
+        console.print(f"no reflection matches {query!r}", markup=False)
+        return
+    cells = [
+        [
+            f"{hit.score:.3g}",
+            f"{hit.loop_id}#{hit.iteration}",
+            str(hit.category or ("passed" if hit.passed else "-")),
+            _reward(hit.confidence),
+            f"{hit.retrieved}/{hit.helped}",
+            ("[obsolete] " if hit.obsolete else "") + _first_line(hit.summary, 80),
+        ]
+        for hit in hits
+    ]
+    columns = ["score", "reflection", "category", "conf", "used/helped", "summary"]
+    emit_table(console, f"search: {query}", columns, cells)
+
+
+def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> datetime | None:
+    """`YYYY-MM-DD` or an ISO 8601 date-time; a bare date ends at midnight with `end_of_day`."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} {text!r} is not a date", hint="use YYYY-MM-DD or an ISO 8601 date-time"
+        ) from None
+    if end_of_day and len(text.strip()) == 10:
+        when += timedelta(days=1, microseconds=-1)
+    return when
+
+
+def mark_obsolete(
+    store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
+) -> None:
+    from ralph.lessons import mark_obsolete as mark
+
+    changed = mark(store, loop_id, iteration, obsolete=obsolete)
+    what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
+    prefix = "" if changed else "already "
+    console.print(f"{loop_id}#{iteration} {prefix}{what}", markup=False)
 
 
 def render_record(record: IterationRecord, console: Console) -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ralph import memory, prompts
 from ralph.errors import ConfigError
-from ralph.memory import omega_for, reflection_tokens, select_lessons, select_window
+from ralph.memory import omega_for, reflection_tokens, select_window
 from ralph.records import (
     ActorOutput,
     CreditAssignment,
@@ -267,27 +267,3 @@ def test_window_never_exceeds_omega_or_budget_and_is_sorted(
 
 
 # --- lessons from other loops -------------------------------------------------------------------
-
-
-def test_lessons_come_from_other_loops_deduplicated_and_ranked_by_relevance() -> None:
-    parser = [Diagnostic("test_failure", "bad", file="dates/parser.py", line=3)]
-    records = [
-        rec(1, loop_id="ralph-this-loop", lessons=["Never from this loop"]),
-        rec(2, loop_id="ralph-other-a", lessons=["Unrelated lesson"], confidence=0.9),
-        rec(
-            3,
-            loop_id="ralph-other-b",
-            lessons=["Read the tests first.", "  "],
-            errors=parser,
-            confidence=0.5,
-        ),
-        rec(4, loop_id="ralph-other-c", lessons=["read the TESTS first"], confidence=0.1),
-    ]
-    lessons = select_lessons(
-        records, exclude_loop="ralph-this-loop", current_errors=parser, limit=5
-    )
-    assert [lesson.text for lesson in lessons] == ["Read the tests first.", "Unrelated lesson"]
-    assert lessons[0].source == "ralph-other-b#3" and lessons[0].id == "ralph-other-b#3.0"
-    assert lessons[0].view() == {"text": "Read the tests first.", "source": "ralph-other-b#3"}
-    assert len(select_lessons(records, exclude_loop=None, limit=1)) == 1
-    assert select_lessons(records, exclude_loop=None, limit=0) == []

@@ -1,0 +1,294 @@
+"""Lessons from other loops: which earlier failures resemble this one, and what they taught.
+
+Before each attempt ralph looks for failed iterations of *other* loops whose diagnostics resemble
+the current ones (the Reflexion integration guide: similarity above a threshold, top 3), and puts
+their lessons in the prompt's `lessons` section, apart from this loop's own Ω window.
+
+- Similarity compares the shape of two failures (`Failure`): the (type, file, rule/test id)
+  signatures, files, rules, error types and message words, by weighted Jaccard overlap in [0, 1];
+  the same error fingerprint is 1. Only candidates at or above `SIMILARITY_THRESHOLD` count.
+- A record's lessons are its `lessons_learned`; without any, its insights that make sense outside
+  their loop (no "iteration 3"); without those, its root cause.
+- Obsolete reflections (`ralph.obsolete`) and success notes are never injected.
+- Hygiene: near-identical lessons (word-set Jaccard >= `DUPLICATE_THRESHOLD`) count once and the
+  newest wording wins; each lesson is capped and all of them fit `LESSON_TOKENS` tokens.
+- Candidates come from the FTS5 index (`ralph.search`), so this stays fast on a large memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ralph.memory import TRUNCATION_MARKER, estimate_tokens
+
+if TYPE_CHECKING:
+    from ralph.records import Diagnostic
+    from ralph.store import MemoryStore
+
+SIMILARITY_THRESHOLD = 0.5
+DUPLICATE_THRESHOLD = 0.8
+LESSON_TOKENS = 400  # all injected lessons together
+LESSON_MAX_TOKENS = 120  # one lesson
+MAX_ERRORS = 50  # per record, for the index and for similarity
+MAX_LESSONS = 5  # per record
+WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+LOCAL_REFERENCE = re.compile(r"\b(iteration|attempt)s? \d+", re.IGNORECASE)
+
+# Weights of the parts of a failure in `Failure.similarity`; parts that neither side has are
+# left out and the rest renormalised, so two shell failures compare by their messages alone.
+SIGNATURE_WEIGHT, FILE_WEIGHT, RULE_WEIGHT, TYPE_WEIGHT, WORD_WEIGHT = 0.4, 0.2, 0.15, 0.05, 0.2
+
+
+@dataclass
+class Lesson:
+    """A lesson learned in another loop, offered to this one (`source` is `loop#iteration`)."""
+
+    id: str
+    text: str
+    source: str
+    score: float = 0.0
+    ts: float = 0.0  # when the record was written (POSIX time): the newest wording wins
+
+    def view(self) -> dict[str, str]:
+        """The `{text, source}` form `prompts.actor_prompt_context` takes."""
+        return {"text": self.text, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The comparable shape of a set of diagnostics: where, which rule or test, what words."""
+
+    signatures: frozenset[str]  # type|file|rule of each located or ruled diagnostic
+    files: frozenset[str]
+    rules: frozenset[str]  # lint/type codes, test ids
+    types: frozenset[str]
+    words: frozenset[str]  # of the messages
+
+    @classmethod
+    def of(cls, errors: Iterable[tuple[str, str | None, str | None, str]]) -> Failure:
+        """From (type, file, rule, message) tuples."""
+        sigs: set[str] = set()
+        files: set[str] = set()
+        rules: set[str] = set()
+        types: set[str] = set()
+        words: set[str] = set()
+        for kind, file, rule, message in list(errors)[:MAX_ERRORS]:
+            types.add(kind)
+            if file:
+                files.add(file)
+            if rule:
+                rules.add(rule)
+            if file or rule:
+                sigs.add(f"{kind}|{file or ''}|{rule or ''}")
+            words.update(WORD.findall((message or "")[:500].lower()))
+        return cls(*(frozenset(s) for s in (sigs, files, rules, types, words)))
+
+    @classmethod
+    def of_diagnostics(cls, errors: Iterable[Any]) -> Failure:
+        return cls.of((d.type, d.file, d.rule, d.message) for d in errors)
+
+    @classmethod
+    def of_json(cls, errors: Any) -> Failure:
+        return cls.of(
+            (str(e.get("type")), e.get("file"), e.get("rule"), str(e.get("message") or ""))
+            for e in errors or []
+            if isinstance(e, dict)
+        )
+
+    def parts(self) -> tuple[tuple[float, frozenset[str]], ...]:
+        return (
+            (SIGNATURE_WEIGHT, self.signatures),
+            (FILE_WEIGHT, self.files),
+            (RULE_WEIGHT, self.rules),
+            (TYPE_WEIGHT, self.types),
+            (WORD_WEIGHT, self.words),
+        )
+
+    def similarity(self, other: Failure) -> float:
+        """Weighted Jaccard overlap in [0, 1]: 1 for the same diagnostics, 0 for nothing shared."""
+        total = score = 0.0
+        for (weight, mine), (_, theirs) in zip(self.parts(), other.parts(), strict=True):
+            union = len(mine | theirs)
+            if union:
+                total += weight
+                score += weight * len(mine & theirs) / union
+        return min(1.0, round(score / total, 6)) if total else 0.0
+
+    def tokens(self) -> list[str]:
+        """Opaque single-word tokens of every part, for the FTS `signature` column."""
+        out: list[str] = []
+        for prefix, items in zip("sfrtw", (p for _, p in self.parts()), strict=True):
+            out.extend(_token(prefix, item) for item in sorted(items))
+        return out
+
+    def query_tokens(self) -> list[str]:
+        """The tokens that find similar failures: where and what; the words when nothing else."""
+        located = [
+            _token(prefix, item)
+            for prefix, items in zip("sfr", (self.signatures, self.files, self.rules), strict=True)
+            for item in sorted(items)
+        ]
+        return located or [_token("w", word) for word in sorted(self.words)]
+
+    def to_json(self) -> list[list[str]]:
+        return [sorted(p) for _, p in self.parts()]
+
+    @classmethod
+    def from_json(cls, data: str) -> Failure:
+        return cls(*(frozenset(p) for p in json.loads(data)))
+
+
+def _token(prefix: str, item: str) -> str:
+    return prefix + hashlib.blake2b(item.encode(), digest_size=8).hexdigest()
+
+
+def lesson_texts(sr: dict[str, Any]) -> list[str]:
+    """A reflection's lessons; without any, its insights (those that make sense elsewhere)."""
+    lessons = [s.strip() for s in sr.get("lessons_learned") or [] if isinstance(s, str)]
+    lessons = [s for s in lessons if s]
+    if not lessons:
+        insights = [s.strip() for s in sr.get("actionable_insights") or [] if isinstance(s, str)]
+        lessons = [s for s in insights if s and not LOCAL_REFERENCE.search(s)]
+    if not lessons:
+        root = (sr.get("credit_assignment") or {}).get("root_cause")
+        lessons = [root.strip()] if isinstance(root, str) and root.strip() else []
+    return lessons[:MAX_LESSONS]
+
+
+def parse_lesson_id(lesson_id: str) -> tuple[str, int] | None:
+    """`loop#iteration.k` -> (loop, iteration); None for an id of another shape."""
+    match = re.fullmatch(r"(ralph-[a-z0-9-]+)#(\d+)(?:\.\d+)?", lesson_id)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+# --- choosing the lessons for the next prompt --------------------------------------------------
+
+
+def retrieve_lessons(
+    store: MemoryStore,
+    *,
+    exclude_loop: str | None,
+    current_errors: Sequence[Diagnostic],
+    fingerprint: str | None = None,
+    limit: int = 3,
+    threshold: float = SIMILARITY_THRESHOLD,
+    token_budget: int = LESSON_TOKENS,
+) -> list[Lesson]:
+    """The lessons of other loops' failures most like the current one (at most `limit`)."""
+    if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
+        return []
+    from ralph.search import SearchIndex
+
+    current = Failure.of_diagnostics(current_errors)
+    with SearchIndex(store) as index:
+        candidates = index.similar_failures(current, fingerprint, exclude_loop=exclude_loop)
+    lessons: list[Lesson] = []
+    for candidate in candidates:
+        same = bool(fingerprint) and candidate.fingerprint == fingerprint
+        score = 1.0 if same else current.similarity(candidate.failure)
+        if score < threshold:
+            continue
+        for k, text in enumerate(candidate.lessons):
+            lessons.append(
+                Lesson(
+                    id=f"{candidate.loop_id}#{candidate.iteration}.{k}",
+                    text=text,
+                    source=f"{candidate.loop_id}#{candidate.iteration}",
+                    score=round(score, 4),
+                    ts=candidate.ts,
+                )
+            )
+    return fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
+
+
+STOP_WORDS = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "by", "for", "in", "is", "it", "of", "on", "or"}
+    | {"that", "the", "this", "to", "with"}
+)
+
+
+def _words(text: str) -> frozenset[str]:
+    """The words that carry a lesson's meaning, for near-duplicate detection."""
+    return frozenset(re.findall(r"\w+", text.lower())) - STOP_WORDS
+
+
+def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
+    """Near-identical lessons count once: the group keeps its best score and its newest text."""
+    groups: list[tuple[frozenset[str], list[Lesson]]] = []
+    for lesson in lessons:
+        words = _words(lesson.text)
+        if not words:
+            continue
+        for key, members in groups:
+            if len(key & words) / len(key | words) >= DUPLICATE_THRESHOLD:
+                members.append(lesson)
+                break
+        else:
+            groups.append((words, [lesson]))
+    kept = []
+    for _, members in groups:
+        newest = max(members, key=lambda m: (m.ts, m.source))
+        best = max(m.score for m in members)
+        kept.append(Lesson(newest.id, newest.text, newest.source, best, newest.ts))
+    return sorted(kept, key=lambda m: (-m.score, -m.ts, m.id))
+
+
+def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> list[Lesson]:
+    """The best `limit` lessons, each capped, that fit the budget together (best first)."""
+    kept: list[Lesson] = []
+    used = 0
+    for lesson in ranked:
+        if len(kept) == limit:
+            break
+        text = lesson.text
+        if estimate_tokens(text) > LESSON_MAX_TOKENS:
+            cut = LESSON_MAX_TOKENS * 4 - len(TRUNCATION_MARKER)
+            text = text[:cut].rstrip() + TRUNCATION_MARKER
+        cost = estimate_tokens(text)
+        if used + cost > token_budget:
+            continue
+        kept.append(Lesson(lesson.id, text, lesson.source, lesson.score, lesson.ts))
+        used += cost
+    return kept
+
+
+def mark_obsolete(store: MemoryStore, loop_id: str, iteration: int, *, obsolete: bool) -> bool:
+    """Set (or clear) the record's `ralph.obsolete`; True when the file changed.
+
+    The file is edited as JSON, not re-serialised from dataclasses, so every other byte of
+    meaning stays; it is validated before the atomic write like any record.
+    """
+    from ralph import schemas
+    from ralph.errors import StoreError
+    from ralph.records import SCHEMA_VERSION
+    from ralph.store import atomic_write_json, read_json, validate_loop_id
+
+    path = store.record_path(validate_loop_id(loop_id), iteration)
+    if not path.exists():
+        if not store.reflections_dir(loop_id).is_dir() and not store.state_path(loop_id).exists():
+            raise StoreError(
+                f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
+            )
+        raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: not a record")
+    ext = data.get("ralph")
+    if bool(isinstance(ext, dict) and ext.get("obsolete")) == obsolete:
+        return False
+    if not isinstance(ext, dict):
+        ext = data["ralph"] = {"schema_version": SCHEMA_VERSION}
+    if obsolete:
+        ext["obsolete"] = True
+    else:
+        ext.pop("obsolete", None)
+    problems = schemas.errors(schemas.RECORD, data)
+    if problems:
+        raise StoreError(f"{path}: invalid record, not changed: {problems[0]}")
+    atomic_write_json(path, data)
+    return True

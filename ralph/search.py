@@ -1,0 +1,540 @@
+"""Search across every loop's reflections, and find the failures that resemble the current one.
+
+An SQLite FTS5 index, `.aiwg/ralph/search.sqlite`, over each record's task, reflection, root
+cause, insights, lessons and error messages; ranking is FTS5's own bm25(). The JSON records stay
+the source of truth, and the index is brought up to date before every query, cheaply: a loop's
+folder is listed again only when its modification time changed (every record write is an atomic
+rename inside that folder, so it always does), and a file is read again only when its (mtime,
+size, inode) changed. A folder modified in the last seconds is not trusted to stay that way (the
+"racy timestamp" problem: a second write in the same clock tick leaves the time unchanged), so it
+is listed again next time. (A file rewritten in place, not through a rename, changes no folder
+time: it is seen once anything else in its loop's folder changes, or after deleting the index.)
+An index that is corrupt is deleted and rebuilt; one that cannot be written (a read-only
+checkout) is built in memory.
+
+Usage is derived, never stored on its own: a record lists the lessons its prompt was given
+(`ralph.lessons_used`, ids `loop#iteration.k`), so a reflection was retrieved as often as records
+name it, and it helped each time the record that used it improved
+(`performance_delta.is_improvement`). An obsolete mark is the record's `ralph.obsolete`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ralph.errors import StoreError
+from ralph.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
+from ralph.store import LOOP_ID_PATTERN, RECORD_NAME, MemoryStore
+
+INDEX_NAME = "search.sqlite"
+INDEX_VERSION = 2  # bump when what is indexed changes: an index of another version is rebuilt
+RACY_NS = 2_000_000_000
+# bm25 column weights for `ralph reflections search`: the root cause and lessons say most.
+COLUMNS = ("task", "reflection", "root_cause", "insights", "lessons", "errors")
+SEARCH_WEIGHTS = (0.5, 1.0, 2.0, 1.0, 1.5, 1.0)
+CANDIDATES = 100
+# A query's terms, rarest first, are kept while the documents they match stay under this many:
+# bm25() scores every matching row, so this bounds a query's cost however large the memory is,
+# and the rarest terms are the ones that decide a bm25 ranking anyway.
+MATCH_BUDGET = 5000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS loops (loop_id TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    id INTEGER PRIMARY KEY, loop_id TEXT NOT NULL, iteration INTEGER NOT NULL,
+    mtime_ns INTEGER, size INTEGER, inode INTEGER, valid INTEGER NOT NULL,
+    ts REAL, timestamp TEXT, passed INTEGER, obsolete INTEGER, category TEXT, confidence REAL,
+    fingerprint TEXT, improved INTEGER, summary TEXT, root_cause TEXT, failure TEXT,
+    lessons TEXT, UNIQUE (loop_id, iteration));
+CREATE INDEX IF NOT EXISTS docs_fingerprint ON docs (fingerprint);
+CREATE TABLE IF NOT EXISTS uses (doc INTEGER NOT NULL, source_loop TEXT NOT NULL,
+    source_iteration INTEGER NOT NULL, lesson TEXT NOT NULL, improved INTEGER);
+CREATE INDEX IF NOT EXISTS uses_source ON uses (source_loop, source_iteration);
+CREATE INDEX IF NOT EXISTS uses_doc ON uses (doc);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
+    task, reflection, root_cause, insights, lessons, errors, tokenize = 'porter unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS failures USING fts5 (tokens, tokenize = 'unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS failures_terms USING fts5vocab (failures, row);
+"""
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Hit:
+    """One search result."""
+
+    loop_id: str
+    iteration: int
+    score: float
+    timestamp: str
+    category: str | None
+    confidence: float | None
+    passed: bool
+    obsolete: bool
+    summary: str
+    root_cause: str | None
+    retrieved: int = 0
+    helped: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__, score=round(self.score, 4))
+
+
+@dataclass
+class Candidate:
+    """A failure of another loop that may resemble the current one, with its lessons."""
+
+    loop_id: str
+    iteration: int
+    ts: float
+    failure: Failure
+    fingerprint: str | None
+    lessons: list[str]
+
+
+@dataclass
+class Usage:
+    """How often a reflection's lessons were given to other attempts, and how often that helped."""
+
+    retrieved: int
+    helped: int
+    used_by: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# --- the index ---------------------------------------------------------------------------------
+
+
+class SearchIndex:
+    """Open, sync, query; use as a context manager (`with SearchIndex(store) as index:`)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.db = self._open()
+        self._synced = False
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # opening ------------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        path = self.store.base / INDEX_NAME
+        if not self.store.base.is_dir():
+            return _create(sqlite3.connect(":memory:"))
+        _ignore_in_git(self.store)
+        for attempt in range(2):
+            db = None
+            try:
+                db = sqlite3.connect(path, timeout=10.0)
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version == INDEX_VERSION:
+                    return db
+                if version == 0 and not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                    return _create(db)
+                raise sqlite3.DatabaseError(f"index version {version}")  # rebuilt below
+            except sqlite3.DatabaseError as exc:
+                if db is not None:
+                    db.close()
+                corrupt = not isinstance(exc, sqlite3.OperationalError)
+                if corrupt and attempt == 0:
+                    for suffix in ("", "-journal", "-wal", "-shm"):  # rebuilt, never trusted
+                        with contextlib.suppress(OSError):
+                            path.with_name(path.name + suffix).unlink()
+                    continue
+                break
+        return _create(sqlite3.connect(":memory:"))  # read-only or busy: build it in memory
+
+    # keeping it fresh ---------------------------------------------------------------------
+    def sync(self) -> None:
+        """Bring the index up to the JSON files; cheap when little changed."""
+        if self._synced:
+            return
+        known = dict(self.db.execute("SELECT loop_id, mtime_ns FROM loops"))
+        changed, seen = self._changed_loops(known)
+        now = time.time_ns()
+        try:
+            with self.db:
+                for loop_id, path, mtime in changed:
+                    self._sync_loop(loop_id, path)
+                    stamp = mtime if now - mtime > RACY_NS else -1
+                    self.db.execute("INSERT OR REPLACE INTO loops VALUES (?, ?)", (loop_id, stamp))
+                for gone in set(known) - seen:
+                    self._forget(gone, None)
+                    self.db.execute("DELETE FROM loops WHERE loop_id = ?", (gone,))
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"cannot update the search index {self.store.base / INDEX_NAME}: {exc}",
+                hint="another ralph may be writing it; try again, or delete the file",
+            ) from None
+        self._synced = True
+
+    def _changed_loops(self, known: dict[str, int]) -> tuple[list[tuple[str, str, int]], set[str]]:
+        """Loop folders whose time differs from the index's, and every loop folder's name.
+
+        The one cost paid on every query (a stat per loop), so it is kept to the bare minimum.
+        """
+        changed: list[tuple[str, str, int]] = []
+        seen: set[str] = set()
+        try:
+            entries = os.scandir(self.store.base / "reflections")
+        except OSError:
+            return changed, seen
+        with entries:
+            for entry in entries:
+                name = entry.name
+                try:
+                    mtime = entry.stat().st_mtime_ns
+                except OSError:
+                    continue
+                if known.get(name) == mtime:
+                    seen.add(name)
+                elif LOOP_ID_PATTERN.fullmatch(name) and entry.is_dir():
+                    seen.add(name)
+                    changed.append((name, entry.path, mtime))
+        return changed, seen
+
+    def _sync_loop(self, loop_id: str, path: str) -> None:
+        rows = {
+            it: (doc, (m, s, i))
+            for doc, it, m, s, i in self.db.execute(
+                "SELECT id, iteration, mtime_ns, size, inode FROM docs WHERE loop_id = ?",
+                (loop_id,),
+            )
+        }
+        present: set[int] = set()
+        for entry in _scandir(path):
+            match = RECORD_NAME.match(entry.name)
+            if not match:
+                continue
+            iteration = int(match.group(1))
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            present.add(iteration)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            row = rows.get(iteration)
+            if row is not None and row[1] == key:
+                continue
+            if row is not None:
+                self._forget(loop_id, iteration)
+            self._add(loop_id, iteration, entry.path, key)
+        for iteration in set(rows) - present:
+            self._forget(loop_id, iteration)
+
+    def _forget(self, loop_id: str, iteration: int | None) -> None:
+        if iteration is None:
+            docs = "SELECT id FROM docs WHERE loop_id = ?"
+            args: tuple[Any, ...] = (loop_id,)
+        else:
+            docs = "SELECT id FROM docs WHERE loop_id = ? AND iteration = ?"
+            args = (loop_id, iteration)
+        self.db.execute(f"DELETE FROM fts WHERE rowid IN ({docs})", args)
+        self.db.execute(f"DELETE FROM failures WHERE rowid IN ({docs})", args)
+        self.db.execute(f"DELETE FROM uses WHERE doc IN ({docs})", args)
+        self.db.execute(f"DELETE FROM docs WHERE id IN ({docs})", args)
+
+    def _add(self, loop_id: str, iteration: int, path: str, key: tuple[int, int, int]) -> None:
+        try:
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8"))
+            doc = _document(data, loop_id, iteration)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            # unreadable or malformed: remembered, so it is not read again until it changes
+            self.db.execute(
+                "INSERT INTO docs (loop_id, iteration, mtime_ns, size, inode, valid)"
+                " VALUES (?, ?, ?, ?, ?, 0)",
+                (loop_id, iteration, *key),
+            )
+            return
+        row, texts, uses = doc
+        cursor = self.db.execute(
+            "INSERT INTO docs (loop_id, iteration, mtime_ns, size, inode, valid, ts, timestamp,"
+            " passed, obsolete, category, confidence, fingerprint, improved, summary,"
+            " root_cause, failure, lessons) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, ?)",
+            (loop_id, iteration, *key, *row),
+        )
+        doc_id = cursor.lastrowid
+        self.db.execute(
+            "INSERT INTO fts (rowid, task, reflection, root_cause, insights, lessons, errors)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (doc_id, *texts[:-1]),
+        )
+        if texts[-1]:  # a failure with lessons to give
+            self.db.execute(
+                "INSERT INTO failures (rowid, tokens) VALUES (?, ?)", (doc_id, texts[-1])
+            )
+        self.db.executemany(
+            "INSERT INTO uses VALUES (?, ?, ?, ?, ?)", [(doc_id, *use) for use in uses]
+        )
+
+    # queries ------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        category: str | None = None,
+        min_confidence: float | None = None,
+        loop_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 10,
+    ) -> list[Hit]:
+        """Records ranked by bm25 relevance to the query's words, best first."""
+        words = re.findall(r"\w+", query.lower())
+        if not words:
+            raise StoreError(
+                f"nothing to search for in {query!r}", hint="give some words, e.g. 'date format'"
+            )
+        self.sync()
+        counts = {
+            w: self.db.execute(
+                "SELECT COUNT(*) FROM fts WHERE fts MATCH ?", (_quote(w),)
+            ).fetchone()[0]
+            for w in dict.fromkeys(words)
+        }
+        where, args = [], []
+        for clause, value in (
+            ("d.category = ?", category),
+            ("d.confidence >= ?", min_confidence),
+            ("d.loop_id = ?", loop_id),
+            ("d.ts >= ?", _epoch(since)),
+            ("d.ts <= ?", _epoch(until)),
+        ):
+            if value is not None:
+                where.append(f" AND {clause}")
+                args.append(value)
+        weights = ", ".join(str(w) for w in SEARCH_WEIGHTS)
+        sql = (
+            f"SELECT d.loop_id, d.iteration, bm25(fts, {weights}) AS score, d.timestamp,"
+            " d.category, d.confidence, d.passed, d.obsolete, d.summary, d.root_cause"
+            f" FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ?{''.join(where)}"
+            " ORDER BY score LIMIT ?"
+        )
+        chosen = self._rarest(counts)
+        present = [w for w, n in counts.items() if n]
+        if not present:
+            return []
+        rows = self.db.execute(sql, [" OR ".join(map(_quote, chosen)), *args, limit]).fetchall()
+        if len(rows) < limit and len(chosen) < len(present):
+            # too few among the rarest terms' matches: the full query, whatever it costs
+            full = " OR ".join(map(_quote, present))
+            rows = self.db.execute(sql, [full, *args, limit]).fetchall()
+        hits = [
+            Hit(lp, it, -score, ts, cat, conf, bool(passed), bool(obs), summary, root)
+            for lp, it, score, ts, cat, conf, passed, obs, summary, root in rows
+        ]
+        for hit in hits:
+            usage = self.usage(hit.loop_id, hit.iteration)
+            hit.retrieved, hit.helped = usage.retrieved, usage.helped
+        return hits
+
+    def similar_failures(
+        self, failure: Failure, fingerprint: str | None, *, exclude_loop: str | None
+    ) -> list[Candidate]:
+        """Failed, non-obsolete records of other loops sharing something with `failure`.
+
+        bm25 over the opaque failure tokens picks the candidates (rare tokens such as one test id
+        outweigh common ones such as an error type); the caller scores them exactly.
+        """
+        self.sync()
+        base = (
+            "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons"
+            " FROM docs d WHERE d.valid = 1 AND d.passed = 0 AND d.obsolete = 0"
+            " AND d.lessons IS NOT NULL AND d.loop_id IS NOT ?"
+        )
+        rows: dict[tuple[str, int], Any] = {}
+        tokens = list(dict.fromkeys(failure.query_tokens()))
+        counts = dict.fromkeys(tokens, 0)
+        marks = ", ".join("?" * len(tokens))
+        counts.update(
+            self.db.execute(f"SELECT term, doc FROM failures_terms WHERE term IN ({marks})", tokens)
+        )
+        chosen = self._rarest(counts)
+        if chosen:
+            sql = base.replace("FROM docs d", "FROM failures f JOIN docs d ON d.id = f.rowid")
+            for row in self.db.execute(
+                sql + " AND failures MATCH ? ORDER BY bm25(failures) LIMIT ?",
+                (exclude_loop, " OR ".join(chosen), CANDIDATES),
+            ):
+                rows[(row[0], row[1])] = row
+        if fingerprint:
+            for row in self.db.execute(
+                base + " AND d.fingerprint = ? LIMIT ?", (exclude_loop, fingerprint, CANDIDATES)
+            ):
+                rows[(row[0], row[1])] = row
+        return [
+            Candidate(lp, it, ts or 0.0, Failure.from_json(feat), fp, json.loads(lessons))
+            for lp, it, ts, feat, fp, lessons in rows.values()
+        ]
+
+    def _rarest(self, counts: dict[str, int]) -> list[str]:
+        """The terms worth matching: rarest first, within MATCH_BUDGET documents (at least one).
+
+        Terms in half the documents or more are left out: FTS5's bm25 clamps their IDF to ~0,
+        so they cannot change a ranking, but scoring their rows would cost the most.
+        """
+        present = sorted((n, t) for t, n in counts.items() if n > 0)
+        total = self.db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]  # O(1), unlike WHERE
+        chosen: list[str] = []
+        matched = 0
+        for n, term in present:
+            if chosen and (matched + n > MATCH_BUDGET or 2 * n >= total):
+                break
+            chosen.append(term)
+            matched += n
+        return chosen
+
+    def usage(self, loop_id: str, iteration: int) -> Usage:
+        """How often the reflection's lessons were injected, and how often that attempt improved."""
+        self.sync()
+        users = self.db.execute(
+            "SELECT DISTINCT d.loop_id, d.iteration, u.improved FROM uses u"
+            " JOIN docs d ON d.id = u.doc WHERE u.source_loop = ? AND u.source_iteration = ?"
+            " ORDER BY d.loop_id, d.iteration",
+            (loop_id, iteration),
+        ).fetchall()
+        return Usage(
+            retrieved=len(users),
+            helped=sum(1 for *_, improved in users if improved),
+            used_by=[f"{lp}#{it}" for lp, it, _ in users],
+        )
+
+    def usage_totals(self, loop_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """Over the records of `loop_ids` (default all): attempts given lessons, and improved."""
+        self.sync()
+        sql = (
+            "SELECT COUNT(DISTINCT u.doc), COUNT(DISTINCT CASE WHEN u.improved THEN u.doc END),"
+            " COUNT(*) FROM uses u JOIN docs d ON d.id = u.doc"
+        )
+        args: list[str] = []
+        if loop_ids is not None:
+            sql += f" WHERE d.loop_id IN ({', '.join('?' * len(loop_ids))})"
+            args = list(loop_ids)
+        attempts, improved, lessons = self.db.execute(sql, args).fetchone()
+        return {
+            "attempts_with_lessons": attempts,
+            "improved": improved,
+            "lessons_injected": lessons,
+        }
+
+
+def _create(db: sqlite3.Connection) -> sqlite3.Connection:
+    with db:
+        db.executescript(SCHEMA)
+        db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+    return db
+
+
+def _ignore_in_git(store: MemoryStore) -> None:
+    """Memory written before the search index existed has a .gitignore that does not name it."""
+    from ralph.store import atomic_write_text
+
+    path = store.base / ".gitignore"
+    with contextlib.suppress(OSError, StoreError):
+        text = path.read_text("utf-8")
+        if "search.sqlite" not in text:
+            atomic_write_text(path, text.rstrip("\n") + "\nsearch.sqlite*\n")
+
+
+def _scandir(folder: Any) -> Iterator[os.DirEntry[str]]:
+    try:
+        yield from os.scandir(folder)
+    except FileNotFoundError:
+        return
+
+
+def _quote(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def _epoch(when: datetime | None) -> float | None:
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _document(
+    data: Any, loop_id: str, iteration: int
+) -> tuple[tuple[Any, ...], tuple[str, ...], list[tuple[str, int, str, int | None]]]:
+    """(docs row, fts texts, uses) of a parsed record; KeyError, TypeError, ValueError if bad."""
+    if not isinstance(data, dict) or data["loop_id"] != loop_id or data["iteration"] != iteration:
+        raise ValueError("not this loop's record")
+    ev, sr = data["evaluator_output"], data["self_reflection"]
+    text = sr["reflection_text"]
+    if not isinstance(text, str) or not isinstance(ev["passed"], bool):
+        raise ValueError("malformed record")
+    credit = sr.get("credit_assignment") or {}
+    ext = data.get("ralph") or {}
+    delta = data.get("performance_delta") or {}
+    errors = [e for e in (ev.get("errors") or [])[:MAX_ERRORS] if isinstance(e, dict)]
+    failure = Failure.of_json(errors)
+    lessons = lesson_texts(sr)
+    confidence = sr.get("confidence")
+    improved = delta.get("is_improvement")
+    timestamp = str(data["timestamp"])
+    try:
+        ts = datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        ts = 0.0
+    root = credit.get("root_cause")
+    row = (
+        ts,
+        timestamp,
+        int(ev["passed"]),
+        int(bool(ext.get("obsolete"))),
+        credit.get("failure_category"),
+        float(confidence) if isinstance(confidence, int | float) else None,
+        ext.get("error_fingerprint") or None,
+        None if improved is None else int(bool(improved)),
+        (text.strip().splitlines() or [""])[0][:200],
+        root if isinstance(root, str) and root else None,
+        json.dumps(failure.to_json()),
+        json.dumps(lessons) if lessons else None,
+    )
+    error_text = "\n".join(
+        " ".join(_text(e.get(k)) for k in ("type", "file", "rule")) + " " + _text(e.get("message"))
+        for e in errors
+    )
+    wanted = not ev["passed"] and lessons and not ext.get("obsolete")
+    texts = (
+        _text(data.get("task_description")),
+        text + "\n" + _text(sr.get("causal_reasoning")),
+        _text(root),
+        "\n".join(_text(s) for s in sr.get("actionable_insights") or []),
+        "\n".join(_text(s) for s in sr.get("lessons_learned") or []),
+        error_text,
+        " ".join(failure.tokens()) if wanted else "",
+    )
+    uses = []
+    for lesson_id in ext.get("lessons_used") or []:
+        source = parse_lesson_id(str(lesson_id))
+        if source is not None:
+            uses.append((source[0], source[1], str(lesson_id), row[7]))
+    return row, texts, uses
