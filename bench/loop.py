@@ -80,7 +80,8 @@ def main() -> None:
     baseline_ms = statistics.median(checks)  # the baseline runs the same single check
     loop_ms = wall_ms - baseline_ms
     overhead = loop_ms / n - statistics.mean(actor) - statistics.mean(checks)
-    print(f"iterations: {n} ({'no git' if args.no_git else 'git commits'}), exit {result.exit_code}")
+    mode = "no git" if args.no_git else "git commits"
+    print(f"iterations: {n} ({mode}), exit {result.exit_code}")
     print(f"loop wall:  {wall_ms:8.1f} ms (incl. baseline ~{baseline_ms:.0f} ms)")
     print(f"per iteration: {loop_ms / n:6.1f} ms")
     print(f"  actor    {statistics.mean(actor):6.1f} ms (median {statistics.median(actor)})")

@@ -29,6 +29,9 @@ Definitions:
   reflection j, improved when reward_i > reward_{i-1} (both records valid). Reported as the share
   of improved uses, overall, by j's `ralph.reflection_source` and by each of j's quality flags
   ("none" when it has none; "unknown" when record j is missing or invalid).
+- **lessons from other loops**: each attempt whose `ralph.lessons_used` is not empty is one use,
+  improved when its `performance_delta.is_improvement` is true (as `ralph reflections show`
+  counts a lesson that helped).
 - **recurring root causes**: `credit_assignment.root_cause`, normalised (lowercase, whitespace
   collapsed, trailing `.,;:!?` stripped), found in 3 or more iterations across or within loops:
   the agent is not learning from them. Listed with their loops and iterations.
@@ -41,6 +44,7 @@ string, to the share of loops green by iteration k), `mean_iterations_to_green`,
 `median_iterations_to_green`, `mean_learning_rate`, `iterations`, `breakthroughs`, `tokens`,
 `cost_usd`, `wall_seconds`, `failure_categories` (a list, most iterations first),
 `reflection_effectiveness` (`uses`, `improved`, `share`, `by_source`, `by_quality_flag`),
+`lessons_from_other_loops` (`uses`, `improved`, `share`),
 `recurring_root_causes`, `invalid_files` (a count) and `filters`. Each entry of `loops` holds
 `loop_id`, `task`, `status`, `stop_reason`, `created_at`, `iterations`, `last_iteration`,
 `baseline_reward`, `rewards` (the reward series: its first entry is the baseline when
@@ -134,6 +138,7 @@ class Effectiveness:
     overall: Rate = field(default_factory=Rate)
     by_source: dict[str, Rate] = field(default_factory=dict)
     by_quality_flag: dict[str, Rate] = field(default_factory=dict)
+    lessons: Rate = field(default_factory=Rate)  # attempts given lessons from other loops
 
 
 @dataclass
@@ -402,9 +407,13 @@ def _categories(loops: list[LoopAnalysis]) -> list[CategoryStat]:
 def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
     # tally uses by (source, flags, improved) first: tens of thousands of uses, a few keys
     tally: Counter[tuple[str, tuple[str, ...], bool]] = Counter()
+    lessons = Rate()
     for loop in loops:
         by_iteration = {r.iteration: r for r in loop.records}
         for record in loop.records:
+            if record.lessons_used:
+                lessons.uses += 1
+                lessons.improved += bool(record.improved)
             previous = by_iteration.get(record.iteration - 1)
             if record.iteration <= 1 or previous is None:
                 continue
@@ -416,7 +425,7 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
                 else:
                     flags = tuple(dict.fromkeys(used.quality_flags)) or ("none",)
                     tally[used.source or "unknown", flags, improved] += 1
-    result = Effectiveness()
+    result = Effectiveness(lessons=lessons)
     for (source, flags, improved), n in tally.items():
         rates = [result.overall, result.by_source.setdefault(source, Rate())]
         rates += [result.by_quality_flag.setdefault(f, Rate()) for f in flags]
@@ -524,6 +533,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
                     k: _rate_json(v) for k, v in sorted(eff.by_quality_flag.items())
                 },
             },
+            "lessons_from_other_loops": _rate_json(eff.lessons),
             "recurring_root_causes": [
                 {
                     "root_cause": c.root_cause,

@@ -241,14 +241,22 @@ def _render_categories(a: Analysis, console: Console) -> None:
 
 def _render_effectiveness(a: Analysis, console: Console) -> None:
     eff = a.summary.effectiveness
-    if not eff.overall.uses:
+    if not eff.overall.uses and not eff.lessons.uses:
         return
     table = _table("reflection effectiveness (improved when in context)", ["", "uses", "improved"])
-    table.add_row("all", str(eff.overall.uses), _pct(eff.overall.share))
-    for label, rates in (("source", eff.by_source), ("flag", eff.by_quality_flag)):
-        for key, rate in sorted(rates.items()):
-            table.add_row(f"{label}: {key}", str(rate.uses), _pct(rate.share))
+    for row in _effectiveness_rows(a):
+        table.add_row(*(str(cell) for cell in row))
     console.print(table)
+
+
+def _effectiveness_rows(a: Analysis) -> list[list[Any]]:
+    eff = a.summary.effectiveness
+    rows: list[list[Any]] = [["all", eff.overall.uses, _pct(eff.overall.share)]]
+    for label, rates in (("source", eff.by_source), ("flag", eff.by_quality_flag)):
+        rows += [[f"{label}: {k}", r.uses, _pct(r.share)] for k, r in sorted(rates.items())]
+    if eff.lessons.uses:
+        rows.append(["lessons from other loops", eff.lessons.uses, _pct(eff.lessons.share)])
+    return rows
 
 
 def _render_breakthroughs(a: Analysis, console: Console) -> None:
@@ -490,10 +498,7 @@ def _when() -> str:
 def _side_tables(a: Analysis) -> dict[str, str]:
     """Tables keyed by the chart they sit beside; those without a chart follow the loops."""
     s = a.summary
-    eff = s.effectiveness
-    effect_rows: list[list[Any]] = [["all", eff.overall.uses, _pct(eff.overall.share)]]
-    for label, rates in (("source", eff.by_source), ("flag", eff.by_quality_flag)):
-        effect_rows += [[f"{label}: {k}", r.uses, _pct(r.share)] for k, r in sorted(rates.items())]
+    effect_rows = _effectiveness_rows(a)
     breakthroughs = [
         [loop.loop_id, b.iteration, f"{b.reward_before:.2f} → {b.reward:.2f}", b.reflection or "-"]
         for loop in a.loops

@@ -126,6 +126,52 @@ def reflections_validate(
     raise typer.Exit(views.validate_paths(paths, console()))
 
 
+@reflections_app.command("search")
+def reflections_search(
+    query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'date format slash'.")],
+    category: Annotated[
+        str | None, typer.Option(help="Only this failure category (e.g. edge_case_miss).")
+    ] = None,
+    min_confidence: Annotated[
+        float | None, typer.Option(help="Only reflections this confident (0-1).", min=0, max=1)
+    ] = None,
+    loop: Annotated[str | None, typer.Option("--loop", help="Only this loop.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only records written on or after (YYYY-MM-DD).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only records written on or before (YYYY-MM-DD).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many results.", min=1)] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """Rank reflections of every loop by relevance to QUERY (BM25 over SQLite FTS5)."""
+    from ralph import views
+
+    store = store_here()
+    store.require()
+    views.search_reflections(
+        store, query, console(), as_json=as_json, category=category,
+        min_confidence=min_confidence, loop_id=loop, since=since, until=until, limit=limit,
+    )  # fmt: skip
+
+
+@reflections_app.command("obsolete")
+def reflections_obsolete(
+    loop: Annotated[str, typer.Argument(help="Loop id.")],
+    iteration: Annotated[int, typer.Argument(help="Iteration number.", min=0)],
+    undo: Annotated[
+        bool, typer.Option("--undo", help="Clear the mark: its lessons may be injected again.")
+    ] = False,
+) -> None:
+    """Mark a reflection obsolete: its lessons are never again injected into a prompt."""
+    from ralph import views
+
+    store = store_here()
+    store.require()
+    views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
+
+
 # init --------------------------------------------------------------------------------------
 @app.command()
 def init(
@@ -170,10 +216,18 @@ def _run_flags(**flags: Any) -> dict[str, Any]:
     checks = flags.pop("check", None)
     if checks:
         flags["checks"] = list(checks)
-    for key in ("no_git", "allow_dirty", "no_rollback", "json", "quiet"):
+    for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet"):
         if flags.get(key) is False:
             flags[key] = None
     return flags
+
+
+def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool]:
+    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
+    from ralph import config, runner
+
+    settings = config.load(runner.project_root(), flags)
+    return as_json or settings.json, quiet or settings.quiet
 
 
 def _finish(result: Any, as_json: bool) -> None:
@@ -195,6 +249,17 @@ def run(
     omega: Annotated[
         int | None, typer.Option(help="Reflections in the prompt (1-10).", min=1, max=10)
     ] = None,
+    window_policy: Annotated[
+        str | None,
+        typer.Option(help="Which reflections fill the window: fifo, recency, relevance_weighted."),
+    ] = None,
+    memory_tokens: Annotated[
+        int | None, typer.Option(help="Token budget of the reflections in the prompt.", min=100)
+    ] = None,
+    lessons: Annotated[
+        int | None,
+        typer.Option(help="Lessons of other loops' similar failures (default 3, 0 = off).", min=0),
+    ] = None,
     patience: Annotated[
         int | None, typer.Option(help="Iterations without improvement before stopping.", min=1)
     ] = None,
@@ -213,6 +278,12 @@ def run(
     no_rollback: Annotated[
         bool, typer.Option("--no-rollback", help="Keep a regressed attempt's code.")
     ] = False,
+    worktree: Annotated[
+        bool,
+        typer.Option(
+            "--worktree", help="Work in a new git worktree, so several loops share one repository."
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON result object on stdout.")
     ] = False,
@@ -223,10 +294,12 @@ def run(
 
     flags = _run_flags(
         actor=actor, reflector=reflector, test=test, check=check, max_iterations=max_iterations,
-        omega=omega, patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
+        omega=omega, window_policy=window_policy, memory_tokens=memory_tokens, lessons=lessons,
+        patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
         timeout=timeout, iteration_timeout=iteration_timeout, idle_timeout=idle_timeout,
-        no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback,
+        no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree,
     )  # fmt: skip
+    as_json, quiet = _output_mode(flags, as_json, quiet)
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
     _finish(result, as_json)
 
@@ -271,6 +344,8 @@ def status(
         f"{info['usage'].get('tokens_out', 0)} out tokens, "
         f"cost {'unknown' if cost is None else f'${cost:.4f}'}"
     )
+    if info.get("worktree"):
+        out.print(f"  worktree    {info['worktree']}", markup=False)
     if info["stop_reason"]:
         out.print(f"  stopped     {info['stop_reason']}", markup=False)
 
@@ -333,6 +408,59 @@ def demo(
     if not quiet:
         demo.show_outcome(repo, result.loop_id, out)
     _finish(result, as_json)
+
+
+# analyze -----------------------------------------------------------------------------------
+@app.command()
+def analyze(
+    loops: Annotated[
+        list[str] | None, typer.Argument(help="Loop ids; default every loop in .aiwg/ralph.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only loops created on or after this date (YYYY-MM-DD).")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(help="Only loops with this status (completed, failed, ...).")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="Only loops whose task contains TEXT.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the analysis as one JSON object.")
+    ] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per iteration.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")
+    ] = None,
+) -> None:
+    """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
+    from ralph import analyze as analysis
+
+    if as_json and as_csv:
+        raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    result = analysis.analyze(
+        store_here(), loops, since=_parse_date(since), status=status, task=task
+    )
+    if html is not None:
+        analysis.write_html(result, html)
+        console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)
+    if as_json:
+        print_json(analysis.analysis_json(result))
+    elif as_csv:
+        analysis.write_csv(result, sys.stdout)
+    elif html is None:
+        analysis.render(result, console())
+
+
+def _parse_date(text: str | None) -> Any:
+    from datetime import datetime
+
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise RalphError(
+            f"--since {text!r} is not a date", hint="use YYYY-MM-DD or an ISO 8601 date-time"
+        ) from None
 
 
 def fail(error: RalphError) -> NoReturn:

@@ -20,6 +20,7 @@ from ralph.errors import ConfigError
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
 CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell")
 DURATION_KEYS = ("timeout", "iteration_timeout", "idle_timeout", "check_timeout")
+BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet")
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Settings:
     no_git: bool = False
     allow_dirty: bool = False
     no_rollback: bool = False
+    worktree: bool = False
     json: bool = False
     quiet: bool = False
 
@@ -188,6 +190,8 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
             value = [raw]
         if key == "actor_args" and isinstance(value, str):
             value = value.split()
+        if key in BOOLEAN_KEYS and raw.strip().lower() in ("1", "0", "y", "n"):
+            value = raw.strip().lower() in ("1", "y")  # CI's usual RALPH_QUIET=1
         data[key] = value
     _validate("environment (RALPH_*)", data)
     return data
@@ -196,6 +200,7 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
 # Variables ralph sets for actors; they are not settings.
 RUNTIME_VARIABLES = frozenset(
     {"RALPH_PROMPT_FILE", "RALPH_LOOP_ID", "RALPH_ITERATION", "RALPH_WORKDIR", "RALPH_DEBUG"}
+    | {"RALPH_OWNER_PID"}  # set by process.py on everything ralph starts
 )
 
 

@@ -23,7 +23,7 @@ from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, pa
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 T = TypeVar("T")
 
 
@@ -46,6 +46,8 @@ class IterationFacts:
     cost_usd: float | None
     duration_ms: int
     task: str | None
+    lessons_used: int
+    improved: bool | None
 
 
 @dataclass(slots=True)
@@ -131,6 +133,8 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     cost = usage.get("cost_usd")
     duration = sum((ext.get("duration_ms") or {}).values())
     task = data.get("task_description")
+    lessons = ext.get("lessons_used") or []
+    improved = (data.get("performance_delta") or {}).get("is_improvement")
     return IterationFacts(
         iteration=iteration,
         timestamp=str(data["timestamp"]),
@@ -147,6 +151,8 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         cost_usd=None if cost is None else _number(cost, "cost_usd"),
         duration_ms=int(duration),
         task=task if isinstance(task, str) else None,
+        lessons_used=len(lessons) if isinstance(lessons, list) else 0,
+        improved=improved if isinstance(improved, bool) else None,
     )
 
 

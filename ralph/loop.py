@@ -9,7 +9,9 @@ the state file, so Ctrl-C or kill -9 at any point loses at most the attempt in p
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import socket
 import time
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ralph.errors import BudgetExceeded, PreflightError
+from ralph.errors import BudgetExceeded, PreflightError, RalphError
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -29,13 +31,14 @@ from ralph.records import (
     utc_now,
 )
 from ralph.stopping import Attempt, Decision, Spend, StopPolicy
-from ralph.store import LoopState, MemoryStore
+from ralph.store import LoopState, MemoryStore, atomic_write_text
 
 if TYPE_CHECKING:
     from ralph.actors.base import Actor, ActorResult
     from ralph.config import Settings
     from ralph.evaluators.base import Evaluation, Evaluator
     from ralph.gitops import Workspace
+    from ralph.lessons import Lesson
     from ralph.reflection import Reflector
 
 EXIT_CODES = {"success": 0, "already_green": 0, "limit": 1, "stalled": 1, "budget": 3}
@@ -128,6 +131,7 @@ class LoopRunner:
             self.reporter.phase(0, "baseline")
             baseline = self.parts.evaluator.evaluate(self.workdir, on_output=self.reporter.output)
             state.baseline = baseline.summary()
+            self._last_evaluation = baseline  # the first prompt names what fails, file:line
             self.reporter.evaluated(0, baseline)
             if baseline.passed:
                 state.status, state.stop_reason = "completed", "already_green"
@@ -147,14 +151,37 @@ class LoopRunner:
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
-            self.records = self.store.valid_records(state.loop_id)
+            self._stop_orphans(state)
+            self.store.clear_partial_writes(state.loop_id)
+            # a record past state.iteration is from an attempt killed before its bookkeeping
+            # finished (commit, state): that attempt is done again and its record rewritten
+            records = self.store.valid_records(state.loop_id)
+            self.records = [r for r in records if r.iteration <= state.iteration]
             workspace = self.parts.workspace
             if workspace.is_git and state.git:
                 workspace.resume_loop(state.git)  # type: ignore[attr-defined]
                 rescued = workspace.rescue(state.loop_id, state.iteration + 1)  # type: ignore[attr-defined]
                 if rescued:
                     self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
+            # what fails now, file:line, for the next prompt (and the lessons it brings)
+            self.reporter.phase(0, "baseline")
+            self._last_evaluation = self.parts.evaluator.evaluate(
+                self.workdir, baseline=state.baseline, on_output=self.reporter.output
+            )
+            self.reporter.evaluated(0, self._last_evaluation)
             return self._run(state, resumed=True)
+
+    def _stop_orphans(self, state: LoopState) -> None:
+        """What a crashed (kill -9) run had started must not edit the tree under this one."""
+        from ralph.process import kill_orphans
+
+        if state.effective_status() != "crashed" or not state.pid:
+            return
+        stopped = kill_orphans(state.pid)
+        if stopped:
+            self.reporter.note(
+                f"stopped {len(stopped)} process group(s) the crashed run (pid {state.pid}) left"
+            )
 
     # the loop -----------------------------------------------------------------------------
     def _start_git(self, loop_id: str) -> dict[str, Any] | None:
@@ -166,6 +193,8 @@ class LoopRunner:
             loop_id, allow_dirty=self.settings.allow_dirty
         )
         git_state.setdefault("commits", {})
+        if self.workdir != self.store.root:  # a linked worktree: `resume` must find it again
+            git_state["worktree"] = str(self.workdir)
         return git_state
 
     def _run(self, state: LoopState, *, resumed: bool) -> LoopResult:
@@ -198,6 +227,18 @@ class LoopRunner:
             return result
         except BudgetExceeded as exc:
             return self._stop(state, Decision("budget", exc.message), started)
+        except RalphError as exc:
+            # e.g. a provider failing for good, a full disk: out of time is a budget stop;
+            # otherwise the loop is saved (not left "running") and `ralph resume` continues it
+            exhausted = policy.budget_exhausted(self._spend(state, started))
+            if exhausted:
+                reason = f"{exhausted} ({exc.message})"
+                return self._stop(state, Decision("budget", reason), started)
+            state.status, state.stop_reason = "paused", f"error: {exc.message}"[:500]
+            state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+            with contextlib.suppress(RalphError):  # the disk may be what failed
+                self.store.write_state(state)
+            raise
 
     def _iteration(
         self, state: LoopState, iteration: int, policy: StopPolicy, started: float
@@ -219,6 +260,7 @@ class LoopRunner:
             current_fingerprint=last.ralph.error_fingerprint if last and last.ralph else None,
             current_errors=current_errors,
         )
+        lessons = self._lessons(state.loop_id, self._last_evaluation)
         pivot = policy.should_pivot(attempts, baseline)
         self.reporter.phase(iteration, "prompt")
         context = prompts.actor_prompt_context(
@@ -227,14 +269,13 @@ class LoopRunner:
             max_iterations=s.max_iterations,
             evaluation=self._last_evaluation,
             reflections=window,
-            lessons=[],
+            lessons=[lesson.view() for lesson in lessons],
             pivot=pivot,
             unmatched_edits=self._unmatched,
         )
         prompt = prompts.render("actor", context, project_root=self.store.root)
         artifacts = self.store.artifacts_dir(state.loop_id, iteration)
-        artifacts.mkdir(parents=True, exist_ok=True)
-        (artifacts / "prompt.md").write_text(prompt, "utf-8")
+        atomic_write_text(artifacts / "prompt.md", prompt)
 
         durations: dict[str, int] = {}
         self.reporter.phase(iteration, "act")
@@ -251,6 +292,7 @@ class LoopRunner:
         )
         acted = self.parts.actor.act(prompt, ctx)
         durations["actor"] = _ms(clock)
+        self._restore_memory(state)
         self._unmatched = list(acted.unmatched_edits)
         changes = self.parts.workspace.changes()
 
@@ -266,7 +308,7 @@ class LoopRunner:
         actor_output = ActorOutput(
             actions=changes.actions(),
             rationale=_rationale(acted),
-            files_modified=[f.path for f in changes.files] or None,
+            files_modified=changes.paths() or None,
             total_changes=changes.total(),
         )
         reflection, source, flags, reflect_usage = self._reflect(
@@ -287,7 +329,7 @@ class LoopRunner:
             ),
             duration_ms=durations,
             prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
-            lessons_used=[],
+            lessons_used=[lesson.id for lesson in lessons],
             error_fingerprint=evaluation.fingerprint,
         )
         if acted.timed_out:
@@ -307,6 +349,30 @@ class LoopRunner:
         self._last_evaluation = evaluation
         self._account(state, record, started)
         return record
+
+    def _lessons(self, loop_id: str, last: Evaluation | None) -> list[Lesson]:
+        """Lessons of other loops' failures like the last evaluation's (`--lessons`, 0 = none).
+
+        Learning from other loops is a bonus: a memory it cannot read costs a note, not the loop.
+        The first attempt gets them too: the last evaluation is then the baseline.
+        """
+        if self.settings.lessons < 1 or last is None or last.passed:
+            return []
+        import sqlite3
+
+        from ralph.lessons import retrieve_lessons
+
+        try:
+            return retrieve_lessons(
+                self.store,
+                exclude_loop=loop_id,
+                current_errors=last.output.errors or [],
+                fingerprint=last.fingerprint,
+                limit=self.settings.lessons,
+            )
+        except (RalphError, OSError, sqlite3.Error) as exc:
+            self.reporter.note(f"lessons from other loops skipped: {exc}")
+            return []
 
     def _reflect(
         self,
@@ -458,6 +524,25 @@ class LoopRunner:
                 f"(reward {state.best_reward:.2f})"
             )
 
+    def _restore_memory(self, state: LoopState) -> None:
+        """The actor can write anywhere in the tree: put ralph's records and state back."""
+        changed = []
+        for record in self.records:
+            path = self.store.record_path(record.loop_id, record.iteration)
+            try:
+                on_disk = json.loads(path.read_text("utf-8"))
+            except (OSError, ValueError):
+                on_disk = None
+            if _same_but_obsolete(on_disk, record):
+                continue
+            self.store.write_record(record)
+            changed.append(path.name)
+        self.store.ensure()
+        self.store.write_state(state)
+        if changed:
+            names = ", ".join(changed)
+            self.reporter.note(f"the actor changed ralph's records ({names}): restored them")
+
     def _write_check_logs(self, artifacts: Path, evaluation: Evaluation) -> None:
         logs: dict[str, str] = getattr(self.parts.evaluator, "last_logs", {}) or {}
         for outcome in evaluation.outcomes:
@@ -465,7 +550,7 @@ class LoopRunner:
             if text is None:
                 text = (outcome.result.stdout or "") + (outcome.result.stderr or "")
             safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in outcome.spec.name)
-            (artifacts / f"check-{safe}.log").write_text(text, "utf-8")
+            atomic_write_text(artifacts / f"check-{safe}.log", text)
 
     def _stop(self, state: LoopState, decision: Decision, started: float) -> LoopResult:
         state.status = FINAL_STATUS[decision.action]
@@ -493,6 +578,22 @@ class LoopRunner:
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             message=message,
         )
+
+
+def _same_but_obsolete(on_disk: Any, record: IterationRecord) -> bool:
+    """Whether the file holds `record`; the `obsolete` mark a user may set meanwhile (`ralph
+    reflections obsolete`) is taken over from the file rather than undone."""
+    if not isinstance(on_disk, dict) or not isinstance(on_disk.get("ralph"), dict):
+        return bool(on_disk == record.to_json())
+    mark = on_disk["ralph"].pop("obsolete", None)
+    expected = record.to_json()
+    if isinstance(expected.get("ralph"), dict):
+        expected["ralph"].pop("obsolete", None)
+    if on_disk != expected:
+        return False
+    if record.ralph is not None:
+        record.ralph.obsolete = mark
+    return True
 
 
 def _ms(since: float) -> int:

@@ -42,7 +42,7 @@ from ralph.records import (
 )
 from ralph.store import LoopState, MemoryStore
 
-from .conftest import EXAMPLE_LOOP
+from .conftest import EXAMPLE_LOOP, RunCli
 
 
 # builders -----------------------------------------------------------------------------------
@@ -282,6 +282,30 @@ def test_reflection_effectiveness_by_source_and_quality_flag(store: MemoryStore)
         "none": {"uses": 3, "improved": 2, "share": 2 / 3},
         "short": {"uses": 2, "improved": 1, "share": 0.5},
     }
+
+
+def test_lessons_from_other_loops_count_the_attempts_they_helped(store: MemoryStore) -> None:
+    from ralph.records import PerformanceDelta
+
+    # attempt 1 with a lesson improved, attempt 2 with one did not, attempt 3 had none
+    for i, (lessons, improved) in enumerate(
+        [(["ralph-old-1#2.0"], True), (["ralph-old-1#2.0", "ralph-x-1#1.0"], False), ([], True)],
+        start=1,
+    ):
+        rec = record("ralph-a-1", i, 0.25 * i)
+        assert rec.ralph is not None
+        rec.ralph.lessons_used = lessons
+        rec.performance_delta = PerformanceDelta(0.25, 0, improved)
+        store.write_record(rec)
+    store.write_state(LoopState("ralph-a-1", "make it work", status="failed", iteration=3))
+    data = analysis_json(analyze(store))["summary"]["lessons_from_other_loops"]
+    assert data == {"uses": 2, "improved": 1, "share": 0.5}
+    from rich.console import Console
+
+    console = Console(record=True, width=120, color_system=None)
+    render(analyze(store), console)
+    row = next(line for line in console.export_text().splitlines() if "other loops" in line)
+    assert row.split()[-2:] == ["2", "50%"]
 
 
 def test_effectiveness_falls_back_to_previous_reflections_used(store: MemoryStore) -> None:
@@ -587,3 +611,74 @@ def test_render_names_invalid_files_and_empty_results(store: MemoryStore) -> Non
     render(analyze(store), console)
     text = console.export_text()
     assert "1 invalid file(s)" in text and "reflections/ralph-a-1/001.json: not JSON" in text
+
+
+# the command --------------------------------------------------------------------------------
+def test_cli_json_csv_and_filters(store: MemoryStore, ralph: RunCli) -> None:
+    make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2, baseline=0.0, task="fix parser")
+    make_loop(store, "ralph-b-1", [0.25, 0.5], status="failed", task="make mypy happy")
+    result = ralph("analyze", "--json", cwd=store.root)
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["summary"]["success_rate"] == 0.5
+    assert data["summary"]["success_at_k"] == {"1": 0.0, "2": 0.5}
+    assert [loop["loop_id"] for loop in data["loops"]] == ["ralph-a-1", "ralph-b-1"]
+
+    only_failed = json.loads(ralph("analyze", "--json", "--status", "failed").out)
+    assert [loop["loop_id"] for loop in only_failed["loops"]] == ["ralph-b-1"]
+    named = json.loads(ralph("analyze", "ralph-a-1", "--json", "--task", "parser").out)
+    assert [loop["loop_id"] for loop in named["loops"]] == ["ralph-a-1"]
+
+    rows = list(csv.DictReader(io.StringIO(ralph("analyze", "--csv").out)))
+    assert [(r["loop_id"], r["iteration"]) for r in rows] == [
+        ("ralph-a-1", "0"),
+        ("ralph-a-1", "1"),
+        ("ralph-a-1", "2"),
+        ("ralph-b-1", "0"),
+        ("ralph-b-1", "1"),
+        ("ralph-b-1", "2"),
+    ]
+
+
+def test_cli_html_writes_the_report_and_tells_where(
+    store: MemoryStore, ralph: RunCli, tmp_path: Path
+) -> None:
+    make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2, baseline=0.0)
+    target = tmp_path / "out" / "report.html"
+    target.parent.mkdir()
+    result = ralph("analyze", "--html", str(target), cwd=store.root)
+    assert result.code == 0, result.err
+    assert "<svg" in target.read_text(encoding="utf-8")
+    assert str(target) in result.err and result.out == ""
+
+
+def test_cli_terminal_view_fits_a_narrow_terminal(
+    store: MemoryStore, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_loop(store, "ralph-a-long-loop-name-for-a-narrow-terminal-1", [0.5, 1.0], green_at=2)
+    monkeypatch.setenv("COLUMNS", "80")
+    result = ralph("analyze", cwd=store.root)
+    assert result.code == 0, result.err
+    rate = json.loads(ralph("analyze", "--json").out)["loops"][0]["learning_rate"]
+    row = next(line for line in result.out.splitlines() if "completed" in line)
+    assert f"{rate:+.3f}" in row  # the figures stay on the loop's row, unwrapped
+    assert all(len(line) <= 80 for line in result.out.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "last tuesday"], "--since 'last tuesday' is not a date"),
+        (["--json", "--csv"], "--json and --csv both print on stdout"),
+        (["--status", "green"], "unknown status 'green'"),
+        (["ralph-missing-1"], "unknown loop 'ralph-missing-1'"),
+        (["../etc"], "invalid loop id"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    store: MemoryStore, ralph: RunCli, args: list[str], message: str
+) -> None:
+    make_loop(store, "ralph-a-1", [0.5])
+    result = ralph("analyze", *args, cwd=store.root)
+    assert result.code == 2
+    assert result.err.splitlines()[0].startswith(f"ralph: error: {message}")

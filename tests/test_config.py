@@ -36,6 +36,21 @@ def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
     assert flagged.checks == [CheckSpec("ruff", "ruff check .", "ruff")]
 
 
+@pytest.mark.parametrize(
+    ("raw", "value"), [("1", True), ("0", False), ("true", True), ("no", False), ("y", True)]
+)
+def test_boolean_variables_accept_the_usual_spellings(
+    tmp_path: Path, raw: str, value: bool
+) -> None:
+    settings = load(tmp_path, environ={"RALPH_QUIET": raw, "RALPH_ALLOW_DIRTY": raw})
+    assert settings.quiet is value and settings.allow_dirty is value
+
+
+def test_a_boolean_variable_with_another_value_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\$\.json: 'maybe' is not of type 'boolean'"):
+        load(tmp_path, environ={"RALPH_JSON": "maybe"})
+
+
 def test_unknown_environment_setting_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown setting 'max_iteratons'") as info:
         load(tmp_path, environ={"RALPH_MAX_ITERATONS": "3"})

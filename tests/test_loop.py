@@ -206,6 +206,46 @@ def test_max_iterations_exit_1(ralph: RunCli, repo: Path) -> None:
     assert_every_record_valid(repo)
 
 
+def test_the_first_prompt_names_what_the_baseline_found_failing(ralph: RunCli, repo: Path) -> None:
+    plan(repo, {"1": write("full")})
+    assert ralph(*run_args("--reflector", "heuristic"), cwd=repo).code == 0
+    first = seen("prompt-1.md")
+    assert "# Checks that fail right now" in first
+    assert "tests/test_calc.py:" in first and "test_negative" in first
+    assert "negative inputs must give their absolute value" in first
+
+
+def test_json_and_quiet_come_from_the_environment_too(
+    ralph: RunCli, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan(repo, {"1": write("full")})
+    monkeypatch.setenv("RALPH_JSON", "true")
+    monkeypatch.setenv("RALPH_QUIET", "1")
+    args = [a for a in run_args("--reflector", "heuristic") if a != "--json"]
+    result = ralph(*args, cwd=repo)
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["stop_reason"] == "success"  # exactly one JSON object
+    assert result.err == ""
+
+
+def test_window_policy_and_memory_tokens_reach_the_records(ralph: RunCli, repo: Path) -> None:
+    plan(repo, {"1": write("half"), "2": write("partial")})
+    args = run_args("--reflector", "heuristic", "--max-iterations", "2")
+    result = ralph(*args, "--window-policy", "fifo", "--memory-tokens", "300", cwd=repo)
+    assert result.code == 1, result.err
+    second = assert_every_record_valid(repo)[1]
+    assert second["memory_metadata"]["window_policy"] == "fifo"
+    assert second["memory_metadata"]["reflections_in_context"] == [1]
+    state = MemoryStore(repo).read_state(json.loads(result.out)["loop_id"])
+    assert state.settings["memory_tokens"] == 300
+
+
+def test_bad_window_policy_is_a_usage_error(ralph: RunCli, repo: Path) -> None:
+    result = ralph(*run_args("--window-policy", "lifo"), cwd=repo)
+    assert result.code == 2
+    assert "lifo" in result.err and "Traceback" not in result.err
+
+
 def test_plateau_pivots_then_stops(ralph: RunCli, repo: Path) -> None:
     plan(repo, {"default": write("partial")})
     args = run_args("--reflector", "heuristic", "--patience", "2", "--max-iterations", "6")
@@ -356,6 +396,7 @@ def test_ctrl_c_pauses_and_resume_finishes(ralph: RunCli, repo: Path) -> None:
     assert resumed.code == 0, resumed.err
     assert json.loads(resumed.out)["reward_history"] == [0.75, 1.0]
     assert seen("calc-before-2.py") == VERSIONS["partial"]  # leftovers rescued, not kept
+    assert "# Checks that fail right now" in seen("prompt-2.md")  # re-evaluated on resume
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/ralph/rescue")
     assert refs.endswith(f"{summary['loop_id']}/2")
     assert_every_record_valid(repo)
