@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import os
 import re
@@ -18,7 +19,8 @@ import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -55,9 +57,27 @@ class FileChange:
     diff: str
 
 
-@dataclass
 class ChangeSet:
-    files: list[FileChange] = field(default_factory=list)
+    """What an attempt changed, file by file.
+
+    A git workspace computes the diffs in a background thread while the checks run (they read
+    two fixed trees, nothing the checks can touch); reading `files` waits for them.
+    """
+
+    def __init__(
+        self,
+        files: list[FileChange] | None = None,
+        *,
+        pending: Future[list[FileChange]] | None = None,
+    ) -> None:
+        self._files = files
+        self._pending = pending
+
+    @property
+    def files(self) -> list[FileChange]:
+        if self._files is None:
+            self._files = self._pending.result() if self._pending is not None else []
+        return self._files
 
     def actions(self) -> list[Action]:
         """One record action per file; diffs capped and redacted before they reach disk."""
@@ -268,6 +288,8 @@ class GitWorkspace:
         index = Path(self._git.text("rev-parse", "--git-path", "index"))
         self._index = index if index.is_absolute() else top / index
         self._base_tree: str | None = None
+        self._committed_tree: str | None = None
+        self._committed_head: str | None = None  # HEAD as this loop's last commit left it
 
     def _identity_env(self) -> dict[str, str]:
         """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
@@ -308,11 +330,21 @@ class GitWorkspace:
                 shutil.copyfile(self._index, path)
             yield {"GIT_INDEX_FILE": str(path)}
 
-    def _stage_tree(self, env: Mapping[str, str], *, memory_from_head: bool = False) -> str:
-        """Stage the work tree (outside memory) into the index `env` names; return its tree."""
-        self._git.run("add", "-A", "--", ".", self._exclude, env=env)
+    def _stage_tree(
+        self,
+        env: Mapping[str, str],
+        *,
+        memory_from_head: bool = False,
+        head: str | None = None,
+        staged: bool = False,
+    ) -> str:
+        """Stage the work tree (outside memory) into the index `env` names; return its tree.
+
+        `staged`: the index holds the work tree already (copied right after an `add -A`)."""
+        if not staged:
+            self._git.run("add", "-A", "--", ".", self._exclude, env=env)
         if memory_from_head:  # what the user staged under .aiwg/ralph stays out of our commits
-            if self.current_commit():
+            if head:
                 self._git.run("reset", "-q", "HEAD", "--", self._memory, env=env)
             else:
                 rm = ("rm", "-r", "-q", "--cached", "--ignore-unmatch")
@@ -332,46 +364,59 @@ class GitWorkspace:
     # -- the Workspace protocol ----------------------------------------------------------------
 
     def begin_iteration(self) -> None:
+        if self._committed_tree is not None:  # the tree is as the last commit left it
+            self._base_tree, self._committed_tree = self._committed_tree, None
+            return
         with self._scratch_index() as env:
             self._base_tree = self._stage_tree(env)
 
     def changes(self) -> ChangeSet:
+        """Stage the attempt's tree now (before the checks can add files); diff it meanwhile."""
         base = self._base_tree or self._tree_of(self.current_commit())
         with self._scratch_index() as env:
-            self._stage_tree(env)
-            diff = ("diff", "--cached", "--no-renames", "--no-color", "--no-ext-diff")
-            spec = ("--", ".", self._exclude)
-            kinds = self._git.names(*diff, "--name-status", "-z", base, *spec, env=env)
-            counts = self._git.names(*diff, "--numstat", "-z", base, *spec, env=env)
-            status = dict(zip(kinds[1::2], kinds[0::2], strict=True))
-            files = [_numstat_change(entry, status) for entry in counts]
-            wanted = [
-                f for f in files if f.diff == "" and f.additions + f.deletions <= PATCH_MAX_LINES
-            ][:PATCH_MAX_FILES]
-            if wanted:
-                paths = [f":(literal){f.path}" for f in wanted]
-                out = self._git.run(*diff, "--no-textconv", "-p", base, "--", *paths, env=env)[1]
-                chunks = re.split(r"(?m)^(?=diff --git )", out.decode("utf-8", "replace"))
-                chunks = [chunk for chunk in chunks if chunk]
-                if len(chunks) == len(wanted):
-                    for change, chunk in zip(wanted, chunks, strict=True):
-                        change.diff = chunk
+            tree = self._stage_tree(env)
+        if tree == base:
+            return ChangeSet([])
+        return ChangeSet(pending=_background().submit(self._diff_trees, base, tree))
+
+    def _diff_trees(self, base: str, tree: str) -> list[FileChange]:
+        diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff")
+        spec = ("--", ".", self._exclude)
+        kinds = self._git.names(*diff, "--name-status", "-z", base, tree, *spec)
+        counts = self._git.names(*diff, "--numstat", "-z", base, tree, *spec)
+        status = dict(zip(kinds[1::2], kinds[0::2], strict=True))
+        files = [_numstat_change(entry, status) for entry in counts]
+        wanted = [
+            f for f in files if f.diff == "" and f.additions + f.deletions <= PATCH_MAX_LINES
+        ][:PATCH_MAX_FILES]
+        if wanted:
+            paths = [f":(literal){f.path}" for f in wanted]
+            out = self._git.run(*diff, "--no-textconv", "-p", base, tree, "--", *paths)[1]
+            chunks = re.split(r"(?m)^(?=diff --git )", out.decode("utf-8", "replace"))
+            chunks = [chunk for chunk in chunks if chunk]
+            if len(chunks) == len(wanted):
+                for change, chunk in zip(wanted, chunks, strict=True):
+                    change.diff = chunk
         for change in files:
             change.diff = change.diff or "(diff not recorded: change too large)"
-        return ChangeSet(files)
+        return files
 
     def commit_iteration(self, message: str) -> str:
         """Commit everything but memory (even nothing: every iteration gets a sha)."""
-        head = self.current_commit()
+        head = self._committed_head or self.current_commit()
         self._git.run("add", "-A", "--", ".", self._exclude)  # the user's index mirrors HEAD after
-        with self._scratch_index() as env:
-            tree = self._stage_tree(env, memory_from_head=True)
+        with self._scratch_index() as env:  # a copy of that index: the work tree is staged
+            tree = self._stage_tree(env, memory_from_head=True, head=head, staged=True)
         sha = self._commit_tree(tree, [head] if head else [], message)
         self._git.run("update-ref", "-m", message, "HEAD", sha, head or "")
+        # Outside memory the work tree is this tree now: the next iteration's diff base, unless
+        # a rollback changes the tree first. Saves staging the whole tree once per iteration.
+        self._committed_tree, self._committed_head = tree, sha
         return sha
 
     def restore(self, commit: str) -> None:
         """Roll code back to `commit`; memory, ignored and untracked files stay as they are."""
+        self._committed_tree = None  # HEAD stays: a rollback is committed as the next iteration
         if not self._git.ok("rev-parse", "-q", "--verify", f"{commit}^{{commit}}"):
             raise RalphError(f"cannot roll back: no commit {commit}", hint="see `git log`")
         dirty = self.dirty_files()
@@ -505,7 +550,7 @@ class GitWorkspace:
         if head is None:
             return None
         with self._scratch_index() as env:
-            tree = self._stage_tree(env, memory_from_head=True)
+            tree = self._stage_tree(env, memory_from_head=True, head=head)
         if tree == self._tree_of(head):
             self._git.run("reset", "-q", "--", ".", self._exclude)
             return None
@@ -524,6 +569,12 @@ class GitWorkspace:
             self._git.run("checkout", head, "--", *back[start : start + 200])
         self._git.run("reset", "-q", "--", ".", self._exclude)
         return ref
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    """One worker for diffs that run while the checks do (threads die with the process)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ralph-diff")
 
 
 def _numstat_change(entry: str, status: Mapping[str, str]) -> FileChange:

@@ -275,7 +275,7 @@ class LoopRunner:
         )
         prompt = prompts.render("actor", context, project_root=self.store.root)
         artifacts = self.store.artifacts_dir(state.loop_id, iteration)
-        atomic_write_text(artifacts / "prompt.md", prompt)
+        atomic_write_text(artifacts / "prompt.md", prompt, durable=False)
 
         durations: dict[str, int] = {}
         self.reporter.phase(iteration, "act")
@@ -336,15 +336,16 @@ class LoopRunner:
             note = f"actor stopped at its {acted.timed_out} timeout"
             record.notes = note
             self.reporter.note(f"iteration {iteration}: {note}")
-        self.store.write_record(record)
+        # The commit first, so the record is written once and names it; killed in between,
+        # `resume` redoes the iteration (the state does not count it yet).
         sha = self.parts.workspace.commit_iteration(
             f"ralph: {state.loop_id} iteration {iteration} reward {evaluation.reward:.2f}"
         )
         if sha:
             record.ralph.git_commit = sha
-            self.store.write_record(record)
             if state.git is not None:
                 state.git.setdefault("commits", {})[str(iteration)] = sha
+        self.store.write_record(record)
         self.records.append(record)
         self._last_evaluation = evaluation
         self._account(state, record, started)
@@ -358,6 +359,8 @@ class LoopRunner:
         """
         if self.settings.lessons < 1 or last is None or last.passed:
             return []
+        if all(other == loop_id for other in self.store.loop_ids()):
+            return []  # no other loop to learn from: skip opening the index
         import sqlite3
 
         from ralph.lessons import retrieve_lessons
@@ -529,6 +532,8 @@ class LoopRunner:
         changed = []
         for record in self.records:
             path = self.store.record_path(record.loop_id, record.iteration)
+            if self.store.untouched(path):
+                continue
             try:
                 on_disk = json.loads(path.read_text("utf-8"))
             except (OSError, ValueError):
@@ -538,7 +543,8 @@ class LoopRunner:
             self.store.write_record(record)
             changed.append(path.name)
         self.store.ensure()
-        self.store.write_state(state)
+        if not self.store.untouched(self.store.state_path(state.loop_id)):
+            self.store.write_state(state)
         if changed:
             names = ", ".join(changed)
             self.reporter.note(f"the actor changed ralph's records ({names}): restored them")
@@ -550,7 +556,7 @@ class LoopRunner:
             if text is None:
                 text = (outcome.result.stdout or "") + (outcome.result.stderr or "")
             safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in outcome.spec.name)
-            atomic_write_text(artifacts / f"check-{safe}.log", text)
+            atomic_write_text(artifacts / f"check-{safe}.log", text, durable=False)
 
     def _stop(self, state: LoopState, decision: Decision, started: float) -> LoopResult:
         state.status = FINAL_STATUS[decision.action]

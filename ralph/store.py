@@ -50,8 +50,23 @@ def new_loop_id(task: str) -> str:
     return f"ralph-{slug}-{os.urandom(4).hex()}"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file."""
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Files get the mode a plain `open()` would give them (mkstemp's 0600 would hide shared memory
+# and reports from the rest of a team); read once, as the umask is process-wide.
+FILE_MODE = 0o666 & ~_read_umask()
+
+
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file.
+
+    `durable` fsyncs before the rename, so even a power cut leaves old or new: records and
+    state need that; logs and prompts (rewritten by a rerun anyway) skip the cost.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -61,9 +76,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -159,6 +176,7 @@ class MemoryStore:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.base = self.root / AIWG_DIR
+        self._written: dict[Path, tuple[int, int, int]] = {}
 
     @classmethod
     def discover(cls, start: Path | None = None) -> MemoryStore:
@@ -215,7 +233,25 @@ class MemoryStore:
             raise StoreError(f"refusing to write an invalid record: {problems[0]}")
         path = self.record_path(record.loop_id, record.iteration)
         atomic_write_json(path, data)
+        self._remember(path)
         return path
+
+    def _remember(self, path: Path) -> None:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            self._written[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def untouched(self, path: Path) -> bool:
+        """Whether `path` is still as this store last wrote it: one stat, no read.
+
+        Every write replaces the file (a new inode), so another writer shows even at equal
+        size and time; the loop uses this to find what an actor did to the memory.
+        """
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        return self._written.get(path) == (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def record_paths(self, loop_id: str) -> list[tuple[int, Path]]:
         """`NNN.json` files of a loop, sorted numerically (1000 after 999, not after 100)."""
@@ -269,7 +305,9 @@ class MemoryStore:
         problems = schemas.errors(schemas.LOOP_STATE, data)
         if problems:
             raise StoreError(f"refusing to write an invalid loop state: {problems[0]}")
-        atomic_write_json(self.state_path(state.loop_id), data)
+        path = self.state_path(state.loop_id)
+        atomic_write_json(path, data)
+        self._remember(path)
 
     def read_state(self, loop_id: str) -> LoopState:
         path = self.state_path(loop_id)

@@ -657,6 +657,7 @@ def test_cli_terminal_view_fits_a_narrow_terminal(
 ) -> None:
     make_loop(store, "ralph-a-long-loop-name-for-a-narrow-terminal-1", [0.5, 1.0], green_at=2)
     monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("CI", raising=False)  # CI's plain output never wraps, by design
     result = ralph("analyze", cwd=store.root)
     assert result.code == 0, result.err
     rate = json.loads(ralph("analyze", "--json").out)["loops"][0]["learning_rate"]

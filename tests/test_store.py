@@ -177,3 +177,25 @@ def test_discover_finds_the_memory_from_a_subdirectory(example_project: Path) ->
     store = MemoryStore.discover(sub)
     assert store.root == example_project.resolve()
     assert store.latest_loop() == EXAMPLE_LOOP
+
+
+def test_written_files_get_the_mode_of_a_plain_open(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    path = store.write_record(record_for("ralph-a-1", 1))
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+
+
+def test_untouched_tells_whether_someone_else_wrote_the_file(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    path = store.write_record(record_for("ralph-a-1", 1))
+    store.write_state(LoopState("ralph-a-1", "task"))
+    assert store.untouched(path) and store.untouched(store.state_path("ralph-a-1"))
+    data = path.read_bytes()
+    path.write_bytes(data)  # same bytes, rewritten in place by another writer
+    os.utime(path, ns=(0, 0))
+    assert not store.untouched(path)
+    store.state_path("ralph-a-1").unlink()
+    assert not store.untouched(store.state_path("ralph-a-1"))
+    assert not MemoryStore(tmp_path).untouched(path)  # another store never wrote it
