@@ -29,6 +29,8 @@ from ralph.evaluators.suite import (
 )
 from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
 
+from .fakes.processes import alive
+
 PY = shlex.quote(sys.executable)
 PYTEST = f"{PY} -m pytest -q"
 MYPY = f"{PY} -m mypy calc/typed.py"
@@ -116,14 +118,6 @@ def line_of(root: Path, name: str, needle: str) -> int:
 
 def outcome(evaluation: Evaluation, name: str) -> CheckOutcome:
     return next(o for o in evaluation.outcomes if o.spec.name == name)
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def run_one(root: Path, spec: CheckSpec, baseline: int | None = None) -> CheckOutcome:

@@ -23,6 +23,7 @@ from ralph import schemas
 from ralph.store import MemoryStore
 
 from .conftest import RunCli
+from .fakes.processes import alive
 from .fakes.provider_server import FakeProvider
 
 ACTOR = r"""
@@ -350,15 +351,6 @@ def test_github_step_summary(
     ralph(*run_args("--reflector", "heuristic"), cwd=repo)
     text = summary.read_text()
     assert "| 1 | 0.75 |" in text and "| 2 | 1.00 |" in text
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie left for a non-reaping PID 1 does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def _start(repo: Path, *extra: str) -> subprocess.Popen[str]:

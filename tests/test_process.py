@@ -8,14 +8,7 @@ from pathlib import Path
 
 from ralph import process
 
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live (non-zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
+from .fakes.processes import alive
 
 
 def test_wall_timeout_kills_the_grandchild(tmp_path: Path) -> None:
