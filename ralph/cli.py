@@ -226,7 +226,7 @@ def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[boo
     """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
     from ralph import config, runner
 
-    settings = config.load(runner.project_root(), flags)
+    settings = config.load(runner.memory_root(runner.project_root()), flags)
     return as_json or settings.json, quiet or settings.quiet
 
 
@@ -373,7 +373,7 @@ def check(
     from ralph.records import to_json
 
     root = runner.project_root()
-    settings = config.load(root, _run_flags(test=test, check=check))
+    settings = config.load(runner.memory_root(root), _run_flags(test=test, check=check))
     suite = runner.make_evaluator(settings)
     suite.preflight()
     evaluation = suite.evaluate(root)
@@ -436,9 +436,10 @@ def analyze(
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
-    result = analysis.analyze(
-        store_here(), loops, since=_parse_date(since), status=status, task=task
-    )
+    from ralph.views import parse_when
+
+    since_date = parse_when(since, "--since")
+    result = analysis.analyze(store_here(), loops, since=since_date, status=status, task=task)
     if html is not None:
         analysis.write_html(result, html)
         console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)
@@ -448,19 +449,6 @@ def analyze(
         analysis.write_csv(result, sys.stdout)
     elif html is None:
         analysis.render(result, console())
-
-
-def _parse_date(text: str | None) -> Any:
-    from datetime import datetime
-
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise RalphError(
-            f"--since {text!r} is not a date", hint="use YYYY-MM-DD or an ISO 8601 date-time"
-        ) from None
 
 
 def fail(error: RalphError) -> NoReturn:

@@ -202,9 +202,10 @@ def search_reflections(
     if not hits:
         console.print(f"no reflection matches {query!r}", markup=False)
         return
+    top = hits[0].score or 1.0  # BM25 scores mean little alone: show them against the best
     cells = [
         [
-            f"{hit.score:.3g}",
+            f"{hit.score / top:.0%}",
             f"{hit.loop_id}#{hit.iteration}",
             str(hit.category or ("passed" if hit.passed else "-")),
             _reward(hit.confidence),
@@ -213,7 +214,7 @@ def search_reflections(
         ]
         for hit in hits
     ]
-    columns = ["score", "reflection", "category", "conf", "used/helped", "summary"]
+    columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
     emit_table(console, f"search: {query}", columns, cells)
 
 

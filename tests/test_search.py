@@ -184,6 +184,9 @@ def test_cli_search_json_and_table(ralph: RunCli, store: MemoryStore) -> None:
     assert hits[0]["score"] > 0 and {"retrieved", "helped", "obsolete"} <= set(hits[0])
     table = ralph("reflections", "search", "unused import", "--limit", "1", cwd=store.root)
     assert table.code == 0 and "ralph-imports#1" in table.out and "ralph-dates" not in table.out
+    rows = ralph("reflections", "search", "unused import", cwd=store.root).out.splitlines()
+    shares = [int(row.split("\t")[0].rstrip("%")) for row in rows[1:]]
+    assert shares[0] == 100 and shares == sorted(shares, reverse=True)  # relative to the best
     filtered = ralph(
         "reflections", "search", "the", "--category", "logic_error", "--json", cwd=store.root
     )
