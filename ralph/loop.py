@@ -133,6 +133,7 @@ class LoopRunner:
             state.baseline = baseline.summary()
             self._last_evaluation = baseline  # the first prompt names what fails, file:line
             self.reporter.evaluated(0, baseline)
+            self._warn_broken_checks(baseline)
             if baseline.passed:
                 state.status, state.stop_reason = "completed", "already_green"
                 self.store.write_state(state)
@@ -181,6 +182,19 @@ class LoopRunner:
         if stopped:
             self.reporter.note(
                 f"stopped {len(stopped)} process group(s) the crashed run (pid {state.pid}) left"
+            )
+
+    def _warn_broken_checks(self, baseline: Evaluation) -> None:
+        """A check that cannot run at all (status error, not fail) is usually misconfigured; an
+        agent may still make it run, so this is a warning, not a refusal."""
+        for outcome in baseline.outcomes:
+            if outcome.result.status != "error":
+                continue
+            first = next(iter(outcome.errors), None)
+            why = first.message.splitlines()[0][:200] if first and first.message else "no output"
+            self.reporter.note(
+                f"warning: check {outcome.spec.name!r} could not run on the untouched tree "
+                f"({why}); see `ralph check`"
             )
 
     # the loop -----------------------------------------------------------------------------

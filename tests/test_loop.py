@@ -216,6 +216,18 @@ def test_the_first_prompt_names_what_the_baseline_found_failing(ralph: RunCli, r
     assert "negative inputs must give their absolute value" in first
 
 
+def test_a_check_that_cannot_run_at_baseline_is_named_but_not_refused(
+    ralph: RunCli, repo: Path
+) -> None:
+    plan(repo, {"1": write("full")})
+    args = run_args("--reflector", "heuristic", "--check", "sh -c 'exit 127'")
+    result = ralph(*args, "--max-iterations", "1", cwd=repo)
+    assert result.code == 1  # the broken check never passes; the loop still ran its attempt
+    warning = next(line for line in result.err.splitlines() if "warning:" in line)
+    assert "check 'sh' could not run on the untouched tree" in warning
+    assert "exit code 127" in warning and "ralph check" in warning
+
+
 def test_json_and_quiet_come_from_the_environment_too(
     ralph: RunCli, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
