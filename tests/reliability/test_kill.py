@@ -35,7 +35,7 @@ POINTS = {
     "actor": "the agent of iteration 2 edits calc.py, then kills ralph",
     "check": "the check of iteration 1 kills ralph (its second run; the first is the baseline)",
     "txn-prepared": "git's reference-transaction hook kills ralph before iteration 1's commit",
-    "txn-committed": "the hook kills ralph after the commit, before the record has its sha",
+    "txn-committed": "the hook kills ralph after the commit, before the record is written",
 }
 
 

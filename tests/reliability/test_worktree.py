@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from ralph.store import MemoryStore
 from ..conftest import RunCli
 from .conftest import (
     USER_FILES,
+    arm,
     assert_invariants,
+    assert_no_leftovers,
     finish,
     git,
     heuristic,
@@ -81,3 +84,26 @@ def test_worktree_needs_git(ralph: RunCli, project: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("RALPH_WORKTREE", "1")  # the flag's variable (config key `worktree`)
     result = ralph(*heuristic("--no-git"), cwd=project)
     assert result.code == 2 and "--worktree needs git" in result.err
+
+
+def test_worktree_loop_killed_then_resumed_from_the_main_tree(ralph: RunCli, project: Path) -> None:
+    # the agent of iteration 2 edits calc.py in the worktree, then SIGKILLs ralph and hangs on
+    plan(project, {"1": write("partial"), "2": {**write("half"), "kill": True, "hang": True}})
+    arm("actor")
+    code, _, err = finish(start(project, *heuristic("--worktree")))
+    assert code == -signal.SIGKILL, err
+    loop_id = MemoryStore(project).loop_ids()[0]
+    worktree = Path(MemoryStore(project).read_state(loop_id).git["worktree"])  # type: ignore[index]
+    assert json.loads(ralph("status", loop_id, "--json", cwd=project).out)["status"] == "crashed"
+
+    plan(project, {"default": write("full")})
+    resumed = ralph("resume", loop_id, "--json", cwd=project)
+    assert resumed.code == 0, resumed.err
+    assert json.loads(resumed.out)["reward_history"] == [0.75, 1.0]
+    assert (worktree / "calc.py").read_text() == "def f(x: int) -> int:\n    return abs(x)\n"
+    rescued = git(worktree, "for-each-ref", "--format=%(refname)", "refs/ralph/rescue")
+    assert rescued.endswith(f"{loop_id}/2")  # the killed attempt's edit is kept, not lost
+    assert (project / "calc.py").read_text() == "def f(x: int) -> int:\n    return 0\n"
+    assert git(project, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert_no_leftovers()
+    assert_invariants(project)
