@@ -26,7 +26,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -166,8 +166,12 @@ class SearchIndex:
         return _create(sqlite3.connect(":memory:"))  # read-only or busy: build it in memory
 
     # keeping it fresh ---------------------------------------------------------------------
-    def sync(self) -> None:
-        """Bring the index up to the JSON files; cheap when little changed."""
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Bring the index up to the JSON files; cheap when little changed.
+
+        `progress(done, total)` hears about each changed loop: a first build over a large
+        memory takes seconds, and a person should see it move.
+        """
         if self._synced:
             return
         known = dict(self.db.execute("SELECT loop_id, mtime_ns FROM loops"))
@@ -175,7 +179,9 @@ class SearchIndex:
         now = time.time_ns()
         try:
             with self.db:
-                for loop_id, path, mtime in changed:
+                for done, (loop_id, path, mtime) in enumerate(changed):
+                    if progress is not None:
+                        progress(done, len(changed))
                     self._sync_loop(loop_id, path)
                     stamp = mtime if now - mtime > RACY_NS else -1
                     self.db.execute("INSERT OR REPLACE INTO loops VALUES (?, ?)", (loop_id, stamp))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ralph.records import IterationRecord
+    from ralph.search import SearchIndex
 
 
 def _print_json(data: Any) -> None:
@@ -187,6 +188,7 @@ def search_reflections(
         choices = ", ".join(FAILURE_CATEGORIES)
         raise ConfigError(f"unknown failure category {category!r}", hint=f"one of: {choices}")
     with SearchIndex(store) as index:
+        sync_with_progress(index)
         hits = index.search(
             query,
             category=category,
@@ -216,6 +218,29 @@ def search_reflections(
     ]
     columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
     emit_table(console, f"search: {query}", columns, cells)
+
+
+def sync_with_progress(index: SearchIndex, minimum: int = 200) -> None:
+    """Update the index; when that means reading many loops, a bar on a terminal's stderr."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        index.sync()
+        return
+    with Progress(console=err, transient=True) as bar:
+        task: Any = None
+
+        def show(done: int, total: int) -> None:
+            nonlocal task
+            if total < minimum:
+                return
+            if task is None:
+                task = bar.add_task("indexing the memory (once; later searches reuse it)")
+            bar.update(task, completed=done, total=total)
+
+        index.sync(show)
 
 
 def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> datetime | None:

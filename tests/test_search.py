@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -140,6 +141,21 @@ def test_the_index_follows_the_json_files(store: MemoryStore) -> None:
     assert ranked(store, "slash") == []  # the old text is gone from the index
     store.record_path("ralph-new", 3).unlink()
     assert ranked(store, "fibonacci") == ["ralph-dates"]
+
+
+def test_sync_reports_progress_over_the_loops_it_reads(store: MemoryStore) -> None:
+    hour_ago = time.time() - 3600  # folders this fresh are re-read every time, like git's racy
+    for folder in (store.base / "reflections").iterdir():
+        os.utime(folder, (hour_ago, hour_ago))
+    calls: list[tuple[int, int]] = []
+    with SearchIndex(store) as index:
+        index.sync(lambda done, total: calls.append((done, total)))
+    total = len({loop_id for loop_id, _ in TOPICS})
+    assert calls == [(n, total) for n in range(total)]
+    calls.clear()
+    with SearchIndex(store) as index:
+        index.sync(lambda done, total: calls.append((done, total)))
+    assert calls == []  # nothing changed: nothing to read, nothing to show
 
 
 def test_a_record_rewritten_within_the_same_clock_tick_is_still_seen(store: MemoryStore) -> None:
