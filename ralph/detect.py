@@ -11,7 +11,7 @@ from ralph.errors import ConfigError
 from ralph.store import MemoryStore, atomic_write_text
 
 HEADER = """\
-# ralph configuration: https://github.com/ralph-loop/ralph#configuration
+# ralph configuration: every key is described in the README, section Configuration.
 # Precedence: defaults < this file < RALPH_* environment variables < command-line flags.
 # Durations are seconds or 45s / 10m / 2h; money is US dollars.
 """
