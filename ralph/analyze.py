@@ -65,6 +65,7 @@ import itertools
 import socket
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -204,12 +205,13 @@ def analyze(
     status: str | None = None,
     task: str | None = None,
     use_index: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Analysis:
     """Analyse the named loops (default: every loop), keeping those that pass the filters.
 
     `since` keeps loops created at or after it (naive times are UTC); `status` matches the
     effective status ("unknown" for a loop without a readable state); `task` is a
-    case-insensitive substring of the task.
+    case-insensitive substring of the task. `progress(done, total)` hears of each loop read.
     """
     store.require()
     if status is not None and status not in (*STATUSES, "unknown"):
@@ -223,7 +225,10 @@ def analyze(
     invalid: list[InvalidFile] = []
     reader = FactsReader(store, use_index=use_index)
     try:
-        for loop_id in ids if ids is not None else store.loop_ids():
+        todo = ids if ids is not None else store.loop_ids()
+        for done, loop_id in enumerate(todo):
+            if progress is not None:
+                progress(done, len(todo))
             state, problem = reader.state(loop_id)
             if (
                 state is None

@@ -436,10 +436,14 @@ def analyze(
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    from ralph.ui import progress_bar
     from ralph.views import parse_when
 
     since_date = parse_when(since, "--since")
-    result = analysis.analyze(store_here(), loops, since=since_date, status=status, task=task)
+    with progress_bar("reading the records") as progress:
+        result = analysis.analyze(
+            store_here(), loops, since=since_date, status=status, task=task, progress=progress
+        )
     if html is not None:
         analysis.write_html(result, html)
         console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)

@@ -6,10 +6,12 @@ ui.py knows nothing about git or how checks run: it only formats what the loop t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 import typing
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -194,6 +196,40 @@ def make_reporter(*, quiet: bool) -> PlainReporter:
     from rich.console import Console
 
     return RichReporter(Console(stderr=True))
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback for long reads of the memory.
+
+    A transient bar on stderr, only on a terminal and only once the work has taken `after`
+    seconds, so quick runs never flicker and pipes and CI logs stay clean.
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal or is_ci():
+        yield lambda done, total: None
+        return
+    from rich.progress import Progress
+
+    started = time.monotonic()
+    bar = Progress(console=console, transient=True)
+    task: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if not task:
+            if time.monotonic() - started < after:
+                return
+            bar.start()
+            task.append(bar.add_task(label, total=total))
+        bar.update(task[0], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task:
+            bar.stop()
 
 
 def write_step_summary(result: LoopResult) -> None:

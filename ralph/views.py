@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ralph.records import IterationRecord
-    from ralph.search import SearchIndex
 
 
 def _print_json(data: Any) -> None:
@@ -181,6 +180,7 @@ def search_reflections(
 ) -> None:
     from ralph.records import FAILURE_CATEGORIES
     from ralph.search import SearchIndex
+    from ralph.ui import progress_bar
 
     if loop_id is not None:
         validate_loop_id(loop_id)
@@ -188,7 +188,8 @@ def search_reflections(
         choices = ", ".join(FAILURE_CATEGORIES)
         raise ConfigError(f"unknown failure category {category!r}", hint=f"one of: {choices}")
     with SearchIndex(store) as index:
-        sync_with_progress(index)
+        with progress_bar("indexing the memory (once; later searches reuse it)") as progress:
+            index.sync(progress)
         hits = index.search(
             query,
             category=category,
@@ -218,29 +219,6 @@ def search_reflections(
     ]
     columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
     emit_table(console, f"search: {query}", columns, cells)
-
-
-def sync_with_progress(index: SearchIndex, minimum: int = 200) -> None:
-    """Update the index; when that means reading many loops, a bar on a terminal's stderr."""
-    from rich.console import Console
-    from rich.progress import Progress
-
-    err = Console(stderr=True)
-    if not err.is_terminal:
-        index.sync()
-        return
-    with Progress(console=err, transient=True) as bar:
-        task: Any = None
-
-        def show(done: int, total: int) -> None:
-            nonlocal task
-            if total < minimum:
-                return
-            if task is None:
-                task = bar.add_task("indexing the memory (once; later searches reuse it)")
-            bar.update(task, completed=done, total=total)
-
-        index.sync(show)
 
 
 def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> datetime | None:
