@@ -34,6 +34,15 @@ def sparkline(values: list[float]) -> str:
     return "".join(SPARKS[min(int(v * (len(SPARKS) - 1) + 0.5), len(SPARKS) - 1)] for v in values)
 
 
+def clip(text: str, width: int) -> str:
+    """At most `width` characters, cut at a word where one is near, with an ellipsis."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
+
+
 def is_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1") or not sys.stderr.isatty()
 
@@ -81,7 +90,7 @@ class PlainReporter:
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
         text = record.self_reflection.reflection_text.strip().splitlines()
         if not record.evaluator_output.passed and text:
-            self.line(f"iteration {record.iteration}: reflection: {text[0][:160]}")
+            self.line(f"iteration {record.iteration}: reflection: {clip(text[0], 160)}")
         if decision.stop:
             self.line(f"stop: {decision.action} — {decision.reason}")
 
@@ -107,6 +116,7 @@ class RichReporter(PlainReporter):
         super().__init__(typing.cast(TextIO, console.file))
         self.console = console
         self.state: dict[str, Any] = {"iteration": 0, "phase": "", "checks": [], "rewards": []}
+        self.last_output = ""  # the newest line the actor or a check printed
         self.phase_started = time.monotonic()
         self.tokens = 0
         self.cost: float | None = None
@@ -126,6 +136,9 @@ class RichReporter(PlainReporter):
         if s["iteration"] == 0:
             header = f"baseline  {elapsed:4.0f}s"
         parts: list[RenderableType] = [Spinner("dots", text=Text(header))]
+        if self.last_output:
+            width = max(20, self.console.width - 4)
+            parts.append(Text("  " + clip(self.last_output, width), style="dim"))
         if s["checks"]:
             parts.append(Text("  " + "   ".join(s["checks"])))
         cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
@@ -148,7 +161,14 @@ class RichReporter(PlainReporter):
     def phase(self, iteration: int, name: str) -> None:
         self.state.update(iteration=iteration, phase=name)
         self.phase_started = time.monotonic()
+        self.last_output = ""
         self._refresh()
+
+    def output(self, stream: str, text: str) -> None:
+        """Show that a long attempt is alive: its newest line, under the phase."""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            self.last_output = lines[-1]
 
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
         colour = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}

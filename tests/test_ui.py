@@ -36,3 +36,27 @@ def test_progress_bar_shows_on_a_terminal_once_work_is_slow(
         time.sleep(0.1)
         progress(1, 2)
     assert "slow work" in capsys.readouterr().err
+
+
+def test_clip_cuts_at_a_word_with_an_ellipsis() -> None:
+    assert ui.clip("short", 10) == "short"
+    assert ui.clip("the first error is a test failure", 20) == "the first error is…"
+    assert ui.clip("x" * 30, 10) == "x" * 9 + "…"
+
+
+def test_live_view_shows_the_newest_output_line_of_the_phase() -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=60, force_terminal=True, color_system=None)
+    reporter = ui.RichReporter(console)
+    try:
+        reporter.phase(1, "act")
+        reporter.output("stdout", "agent: step 1\nagent: step 2\n\n")
+        console.print(reporter._view())
+        assert "agent: step 2" in console.export_text()
+        reporter.phase(1, "evaluate")  # a new phase starts without the old line
+        console.print(reporter._view())
+        assert "agent: step" not in console.export_text()
+    finally:
+        if reporter.live is not None:
+            reporter.live.stop()
