@@ -453,13 +453,8 @@ class GitWorkspace:
 
     # -- loop lifecycle ------------------------------------------------------------------------
 
-    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> dict[str, Any]:
-        """Create and check out `ralph/<loop-id>`; returns the state's `git` object.
-
-        With `allow_dirty`, the user's uncommitted work is recorded as a first "starting point"
-        commit on the loop branch (the tree itself is untouched) and becomes `base_commit`, so
-        any rollback, even to the very beginning, brings that work back rather than dropping it.
-        """
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> tuple[str, list[str]]:
+        """Refuse what would stop `start_loop`, before any check runs; HEAD and dirty paths."""
         validate_loop_id(loop_id)
         head = self.current_commit()
         if head is None:
@@ -478,6 +473,17 @@ class GitWorkspace:
             raise PreflightError(
                 f"branch {branch} already exists", hint="use `ralph resume` or another --loop-id"
             )
+        return head, dirty
+
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> dict[str, Any]:
+        """Create and check out `ralph/<loop-id>`; returns the state's `git` object.
+
+        With `allow_dirty`, the user's uncommitted work is recorded as a first "starting point"
+        commit on the loop branch (the tree itself is untouched) and becomes `base_commit`, so
+        any rollback, even to the very beginning, brings that work back rather than dropping it.
+        """
+        head, dirty = self.preflight_loop(loop_id, allow_dirty=allow_dirty)
+        branch = f"ralph/{loop_id}"
         original = self._current_branch()
         self._git.run("checkout", "-q", "-b", branch)  # same commit: the tree is untouched
         base = head

@@ -127,6 +127,10 @@ class LoopRunner:
         self.parts.actor.preflight()
         state = LoopState(loop_id=loop_id, task=task, settings=self.settings.snapshot())
         with self.store.lock(loop_id, self.workdir):
+            if self.parts.workspace.is_git:  # a dirty tree is refused before the checks run
+                self.parts.workspace.preflight_loop(  # type: ignore[attr-defined]
+                    loop_id, allow_dirty=self.settings.allow_dirty
+                )
             self.store.ensure()
             self.reporter.phase(0, "baseline")
             baseline = self.parts.evaluator.evaluate(self.workdir, on_output=self.reporter.output)

@@ -341,6 +341,7 @@ def test_dirty_tree_is_refused(ralph: RunCli, repo: Path) -> None:
     result = ralph(*run_args(), cwd=repo)
     assert result.code == 2
     assert "calc.py" in result.err and "--allow-dirty" in result.err
+    assert "baseline" not in result.err  # refused before any check ran
     assert (repo / "calc.py").read_text() == "# my uncommitted work\n"
 
 
