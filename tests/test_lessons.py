@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from ralph.search import SearchIndex
 from ralph.store import MemoryStore
 
 from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
 from .fakes.provider_server import FakeProvider
 
 NEGATIVE = Diagnostic(
@@ -374,25 +374,11 @@ REFLECTION = {
 }
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "calc.py").write_text(VERSIONS["zero"])
-    (root / "tests" / "test_calc.py").write_text(TESTS)
-    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-    (root / ".gitignore").write_text("__pycache__/\n")
-    for name in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{name}_NAME", "t")
-        monkeypatch.setenv(f"GIT_{name}_EMAIL", "t@example.invalid")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
+    root = make_calc_repo(
+        tmp_path / "repo", calc=VERSIONS["zero"], tests=TESTS, monkeypatch=monkeypatch
+    )
     (tmp_path / "actor.py").write_text(ACTOR)
     monkeypatch.setenv("PLAN", str(tmp_path / "plan.json"))
     monkeypatch.setenv("CI", "true")

@@ -23,6 +23,7 @@ from ralph import schemas
 from ralph.store import MemoryStore
 
 from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
 from .fakes.processes import alive
 from .fakes.provider_server import FakeProvider
 
@@ -76,30 +77,12 @@ def test_negative() -> None:
 """
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repository whose single test check scores 0, 0.5, 0.75 or 1 by calc.py's version."""
-    root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "calc.py").write_text(VERSIONS["zero"])
-    (root / "tests" / "test_calc.py").write_text(TESTS)
-    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-    (root / ".gitignore").write_text("__pycache__/\n")
-    for name, value in {
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }.items():
-        monkeypatch.setenv(name, value)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
+    root = make_calc_repo(
+        tmp_path / "repo", calc=VERSIONS["zero"], tests=TESTS, monkeypatch=monkeypatch
+    )
     tools = tmp_path / "tools"
     (tools / "seen").mkdir(parents=True)
     (tools / "actor.py").write_text(ACTOR)
