@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.errors import RalphError
 from ralph.store import atomic_write_text
+from ralph.ui import sparkline
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ralph.analyze import Analysis, LoopAnalysis
 
-SPARKS = "▁▂▃▄▅▆▇█"
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have them all
 WIDE_TERMINAL = 130  # columns needed for the full loops table
@@ -51,11 +51,6 @@ CSV_COLUMNS = [
 
 
 # formatting ---------------------------------------------------------------------------------
-def sparkline(values: list[float]) -> str:
-    """Rewards in [0, 1] as block characters, ▁ for 0 and █ for 1."""
-    return "".join(SPARKS[round(min(1.0, max(0.0, v)) * (len(SPARKS) - 1))] for v in values)
-
-
 def bar(share: float, width: int) -> str:
     """A horizontal bar of `share` (0..1) of `width` cells, to the eighth of a cell."""
     eighths = round(min(1.0, max(0.0, share)) * width * 8)

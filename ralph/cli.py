@@ -176,18 +176,72 @@ def reflections_obsolete(
 @app.command()
 def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Do not run the detected checks; write them without roles."),
+    ] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive", help="Ask, for each check failing now, whether the loop must fix it."
+        ),
+    ] = False,
 ) -> None:
-    """Write .aiwg/ralph/config.yaml with the checks detected in this repository."""
+    """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
+    a check that already fails is written as a guard, one that cannot run is left out."""
+    from dataclasses import replace
+
     from ralph import detect
+    from ralph.evaluators.judging import Role
 
     store = store_here()
-    path, checks = detect.write_config(store, force=force)
+    path = detect.config_path(store, force=force)
+    checks = detect.detect_checks(store.root)
     out = console()
-    out.print(f"wrote {path}")
-    for check in checks:
-        out.print(f"  check {check.name}: {check.command}")
     if not checks:
+        detect.write_config(store, path, checks)
+        out.print(f"wrote {path}", markup=False, soft_wrap=True)
         out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
+        return
+    kept = checks
+    if not no_run:
+        names = ", ".join(c.name for c in checks)
+        out.print(f"running {names} once, to see where the project stands ...", markup=False)
+        with out.status(f"running {names}"):
+            probes = detect.probe_checks(store.root, checks)
+        kept = []
+        for probe in probes:
+            role: Role | None = detect.role_for(probe)
+            if role == "guard" and interactive:
+                question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
+                role = "target" if typer.confirm(question, default=False) else "guard"
+            out.print(f"  {_probe_line(probe, role)}", markup=False)
+            if probe.kept:
+                kept.append(replace(probe.spec, role=role))
+    detect.write_config(store, path, kept)
+    out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    for check in kept:
+        shown = f"  (role: {check.role})" if check.role else ""
+        out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
+    if any(c.role == "guard" for c in kept):
+        out.print(
+            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
+            "file, name it with --check NAME, or run with --strict",
+            markup=False,
+        )
+
+
+def _probe_line(probe: Any, role: str | None) -> str:
+    name = f"{probe.spec.name}:"
+    if not probe.kept:
+        return f"{name} left out, {probe.detail}"
+    if probe.status == "pass":
+        return f"{name} passes; a target (must stay green)"
+    if probe.spec.parser == "pytest":
+        return f"{name} {probe.detail}; those tests are the loop's targets"
+    if role == "target":
+        return f"{name} {probe.detail}; a target: the loop must fix them"
+    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
 
 
 # the loop ------------------------------------------------------------------------------------
@@ -203,10 +257,21 @@ ReflectorOpt = Annotated[
     str | None,
     typer.Option("--reflector", help="PROVIDER:MODEL or heuristic; default: the actor's model."),
 ]
-TestOpt = Annotated[str | None, typer.Option("--test", help="Test command, e.g. 'pytest -q'.")]
+TestOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--test",
+        help="The test command that matters, e.g. 'pytest -q tests/test_x.py': it replaces the "
+        "configured pytest checks (it runs once) and is a target; other checks stay.",
+    ),
+]
 CheckOpt = Annotated[
     list[str] | None,
-    typer.Option("--check", help="pytest, mypy, ruff or any shell command; repeatable."),
+    typer.Option(
+        "--check",
+        help="Only these checks, as targets: a configured check's name, pytest, mypy, ruff or "
+        "any shell command; repeatable. Selects, does not add.",
+    ),
 ]
 DurationOpt = Annotated[str | None, typer.Option(help="Seconds, or 45s, 10m, 2h.")]
 
@@ -219,6 +284,8 @@ def _run_flags(**flags: Any) -> dict[str, Any]:
     for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet"):
         if flags.get(key) is False:
             flags[key] = None
+    if "strict" in flags:
+        flags["success"] = "strict" if flags.pop("strict") else None
     return flags
 
 
@@ -288,6 +355,14 @@ def run(
         bool, typer.Option("--json", help="Print one JSON result object on stdout.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Every check must pass, also those failing before the loop (default: targets "
+            "must pass and guards must not get worse; see README, Targets and guards).",
+        ),
+    ] = False,
 ) -> None:
     """Run the Reflexion loop on TASK until the checks pass or a limit is reached."""
     from ralph import runner, ui
@@ -298,6 +373,7 @@ def run(
         patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
         timeout=timeout, iteration_timeout=iteration_timeout, idle_timeout=idle_timeout,
         no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree,
+        strict=strict,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ralph import schemas
 from ralph.errors import ConfigError
+from ralph.evaluators.judging import Role, validate_role, validate_success
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
 CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell")
@@ -32,6 +33,7 @@ class CheckSpec:
     parser: str = "shell"
     weight: float | None = None
     timeout: float | None = None
+    role: Role | None = None  # target or guard; None: decided from the baseline (judging.py)
 
 
 @dataclass
@@ -61,21 +63,31 @@ class Settings:
     worktree: bool = False
     json: bool = False
     quiet: bool = False
+    success: str = "baseline"
+    # not a setting: the checks the user named (--test, --check, RALPH_TEST/CHECK, `test:`)
+    named_checks: list[str] = field(default_factory=list)
 
     def all_checks(self) -> list[CheckSpec]:
-        """`test` (the `--test` shortcut) first, then the configured checks."""
+        """`test` (the `--test` shortcut) first, replacing the configured test checks (pytest
+        ones): it narrows the tests that matter, it does not run them twice. Then the rest."""
         checks = list(self.checks)
         if self.test:
-            checks = [c for c in checks if c.name != "tests"]
+            checks = [c for c in checks if c.name != "tests" and c.parser != "pytest"]
             checks.insert(0, CheckSpec("tests", self.test, infer_parser(self.test)))
         return checks
+
+    def named(self) -> list[str]:
+        """The checks that are targets because the user named them."""
+        return list(self.named_checks) + (["tests"] if self.test else [])
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready copy for state.json, so `ralph resume` runs with the same settings."""
         return dataclasses.asdict(self)
 
 
-KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings))
+KEYS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Settings) if f.name != "named_checks"
+)
 
 
 def parse_duration(value: Any, key: str = "duration") -> float | None:
@@ -129,6 +141,7 @@ def parse_check(item: str | dict[str, Any]) -> CheckSpec:
         parser=item.get("parser") or infer_parser(command),
         weight=item.get("weight"),
         timeout=parse_duration(item.get("timeout"), f"checks.{name}.timeout"),
+        role=validate_role(item.get("role"), f"checks.{name}.role"),
     )
 
 
@@ -145,6 +158,12 @@ def _validate(source: str, data: dict[str, Any]) -> None:
                 f"{source}: unknown setting {key!r}",
                 hint=f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(KEYS)}",
             )
+    # the two keys whose valid values a user must be told by name (the schema's oneOf cannot)
+    if "success" in data:
+        validate_success(data["success"], f"{source}: success")
+    for item in data.get("checks") or []:
+        if isinstance(item, dict) and "role" in item:
+            validate_role(item["role"], f"{source}: checks.{item.get('name', '?')}.role")
     problems = schemas.errors(schemas.CONFIG, data)
     if problems:
         raise ConfigError(f"{source}: {problems[0]}", hint="see README section Configuration")
@@ -211,12 +230,19 @@ def load(
 ) -> Settings:
     """Merge every source, later ones winning; flags equal to None were not given."""
     merged: dict[str, Any] = {}
-    merged.update(read_file(root / CONFIG_FILE))
-    merged.update(read_env(os.environ if environ is None else environ))
+    configured = read_file(root / CONFIG_FILE)
+    merged.update(configured)
+    env = read_env(os.environ if environ is None else environ)
+    merged.update(env)
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     if given:
         _validate("command line", given)
     merged.update(given)
+    named = given.get("checks") or env.get("checks")
+    if named:  # `--check NAME` selects the configured check of that name, with its command
+        by_name = {parse_check(c).name: c for c in configured.get("checks") or []}
+        merged["checks"] = [by_name.get(c, c) if isinstance(c, str) else c for c in named]
+        merged["named_checks"] = [parse_check(c).name for c in merged["checks"]]
     return from_mapping(merged)
 
 

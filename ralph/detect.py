@@ -1,13 +1,22 @@
-"""`ralph init`: find the project's pytest, mypy and ruff configuration and write config.yaml."""
+"""`ralph init`: find the project's pytest, mypy and ruff configuration, run those checks once
+to see where the project stands, and write config.yaml with each check's role.
+
+A real project's mypy or ruff often fails before any change: such a check is written as a
+guard (it must not get worse), so the loop never takes 338 old findings for its task. Failing
+tests need no role: the tests failing before the loop are its targets (judging.py).
+"""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ralph.config import CONFIG_FILE, CheckSpec
 from ralph.errors import ConfigError
+from ralph.evaluators.judging import Role
 from ralph.store import MemoryStore, atomic_write_text
 
 HEADER = """\
@@ -73,19 +82,85 @@ def detect_checks(root: Path) -> list[CheckSpec]:
     return checks
 
 
+ROLES_NOTE = """\
+# role: guard = failing before the loop; it must not get worse, its old findings are not the
+# task. To make the loop fix a guard, set `role: target`, name it (--check NAME), or use --strict.
+"""
+
+
+@dataclass
+class Probe:
+    """What running one detected check once said: kept (with its role) or left out, and why."""
+
+    spec: CheckSpec
+    status: str  # pass, fail, error (could not run), missing (tool not installed)
+    detail: str
+
+    @property
+    def kept(self) -> bool:
+        return self.status in ("pass", "fail")
+
+
+def probe_checks(
+    root: Path, checks: list[CheckSpec], *, on_output: Callable[[str, str], None] | None = None
+) -> list[Probe]:
+    """Run every detected check once (in parallel); a check that cannot run is left out."""
+    from ralph.evaluators.suite import CheckSuite, missing_tool
+    from ralph.prompts import check_summary
+
+    suite = CheckSuite(checks)
+    probes: dict[str, Probe] = {}
+    runnable = []
+    for check in suite.checks:
+        problem = missing_tool(check)
+        if problem is None:
+            runnable.append(check)
+        else:
+            probes[check.spec.name] = Probe(check.spec, "missing", problem[0])
+    if runnable:
+        evaluation = CheckSuite.from_checks(runnable).evaluate(root, on_output=on_output)
+        for outcome in evaluation.outcomes:
+            status = outcome.result.status
+            if status == "pass":
+                detail = "passes"
+            elif status == "fail":
+                detail = check_summary(outcome)
+            else:
+                first = outcome.errors[0].message.splitlines()[0] if outcome.errors else ""
+                detail = f"could not run: {first[:160] or 'no output'}"
+            probes[outcome.spec.name] = Probe(outcome.spec, status, detail)
+    return [probes[c.name] for c in checks]
+
+
+def role_for(probe: Probe) -> Role | None:
+    """A failing type checker, linter or command is a guard; tests split by test, no role."""
+    if probe.status == "fail" and probe.spec.parser != "pytest":
+        return "guard"
+    return None
+
+
 def render_config(checks: list[CheckSpec]) -> str:
     import yaml
 
-    body = [{"name": c.name, "command": c.command, "parser": c.parser} for c in checks]
+    body: list[dict[str, Any]] = []
+    for c in checks:
+        item: dict[str, Any] = {"name": c.name, "command": c.command, "parser": c.parser}
+        if c.role:
+            item["role"] = c.role
+        body.append(item)
     lines = yaml.safe_dump({"checks": body}, sort_keys=False) if body else "checks: []\n"
-    return HEADER + "\n" + lines + "\n" + DEFAULTS
+    note = ROLES_NOTE if any(c.role == "guard" for c in checks) else ""
+    return HEADER + "\n" + note + lines + "\n" + DEFAULTS
 
 
-def write_config(store: MemoryStore, *, force: bool) -> tuple[Path, list[CheckSpec]]:
+def config_path(store: MemoryStore, *, force: bool) -> Path:
+    """Where `ralph init` writes; refused when it exists (before any check runs)."""
     path = store.root / CONFIG_FILE
     if path.exists() and not force:
         raise ConfigError(f"{path} already exists", hint="use `ralph init --force` to overwrite")
-    checks = detect_checks(store.root)
+    return path
+
+
+def write_config(store: MemoryStore, path: Path, checks: list[CheckSpec]) -> None:
     store.ensure()
     atomic_write_text(path, render_config(checks))
-    return path, checks

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ralph.records import BEST_FAILING_REWARD
 from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 2
+INDEX_VERSION = 3  # 3: a failing record's reward is read capped at 0.99
 T = TypeVar("T")
 
 
@@ -116,6 +117,8 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     reward = 0.0 if raw_reward is None else _number(raw_reward, "reward_signal")
     if not 0.0 <= reward <= 1.0:
         raise ValueError("reward_signal is outside [0, 1]")
+    if not ev["passed"]:
+        reward = min(reward, BEST_FAILING_REWARD)  # never 1.00 for what did not pass
     errors = ev.get("errors") or []
     text, credit = sr["reflection_text"], sr.get("credit_assignment") or {}
     if not isinstance(text, str) or not isinstance(credit, dict):

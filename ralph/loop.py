@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ralph.actors.base import Actor, ActorResult
     from ralph.config import Settings
     from ralph.evaluators.base import Evaluation, Evaluator
+    from ralph.evaluators.judging import Baseline
     from ralph.gitops import Workspace
     from ralph.lessons import Lesson
     from ralph.reflection import Reflector
@@ -76,6 +77,9 @@ class LoopResult:
     usage: dict[str, Any]
     reflections_dir: str
     message: str = ""
+    targets: list[str] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    regressions: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The one object `ralph run --json` prints (DESIGN.md section 10)."""
@@ -90,6 +94,9 @@ class LoopResult:
             "usage": self.usage,
             "reflections_dir": self.reflections_dir,
             "exit_code": self.exit_code,
+            "targets": self.targets,
+            "guards": self.guards,
+            "regressions": self.regressions,
         }
 
 
@@ -110,7 +117,11 @@ class LoopRunner:
     parts: Parts
     reporter: Reporter
     records: list[IterationRecord] = field(default_factory=list)
+    baseline: Baseline | None = field(default=None, init=False)
     _last_evaluation: Evaluation | None = field(default=None, init=False)
+    # evaluations of the trees a rollback may return to: 0 (the baseline) and the best iteration
+    _kept: dict[int, Evaluation] = field(default_factory=dict, init=False)
+    _reverted: dict[str, Any] | None = field(default=None, init=False)
     _unmatched: list[str] = field(default_factory=list, init=False)
 
     @property
@@ -133,15 +144,26 @@ class LoopRunner:
                 )
             self.store.ensure()
             self.reporter.phase(0, "baseline")
-            baseline = self.parts.evaluator.evaluate(self.workdir, on_output=self.reporter.output)
-            state.baseline = baseline.summary()
-            self._last_evaluation = baseline  # the first prompt names what fails, file:line
-            self.reporter.evaluated(0, baseline)
-            self._warn_broken_checks(baseline)
-            if baseline.passed:
+            evaluation = self.parts.evaluator.evaluate_baseline(
+                self.workdir,
+                named=self.settings.named(),
+                success=self.settings.success,
+                on_output=self.reporter.output,
+            )
+            if evaluation.baseline is None:
+                raise RalphError("the evaluator judged the baseline without keeping it")
+            self.baseline = evaluation.baseline
+            state.baseline = self.baseline.summary()
+            self.store.write_baseline(loop_id, self.baseline)
+            self._last_evaluation = evaluation  # the first prompt names what fails, file:line
+            self._kept = {0: evaluation}
+            self.reporter.evaluated(0, evaluation)
+            self._warn_broken_checks(evaluation)
+            self._announce_roles(self.baseline, evaluation)
+            if evaluation.passed:
                 state.status, state.stop_reason = "completed", "already_green"
                 self.store.write_state(state)
-                return self._finish(state, "already_green", "all checks already pass")
+                return self._finish(state, "already_green", _green_message(evaluation))
             state.git = self._start_git(loop_id)
             return self._run(state, resumed=False)
 
@@ -169,9 +191,10 @@ class LoopRunner:
                 if rescued:
                     self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
             # what fails now, file:line, for the next prompt (and the lessons it brings)
+            self.baseline = self.store.read_baseline(state.loop_id, state.baseline)
             self.reporter.phase(0, "baseline")
             self._last_evaluation = self.parts.evaluator.evaluate(
-                self.workdir, baseline=state.baseline, on_output=self.reporter.output
+                self.workdir, baseline=self.baseline, on_output=self.reporter.output
             )
             self.reporter.evaluated(0, self._last_evaluation)
             return self._run(state, resumed=True)
@@ -200,6 +223,24 @@ class LoopRunner:
                 f"warning: check {outcome.spec.name!r} could not run on the untouched tree "
                 f"({why}); see `ralph check`"
             )
+
+    def _announce_roles(self, baseline: Baseline, evaluation: Evaluation) -> None:
+        """Say at the start what must end green and what must only not get worse."""
+        if baseline.success == "strict":
+            self.reporter.note("--strict: every check must pass")
+            return
+        targets = []
+        for outcome in evaluation.outcomes:
+            check = baseline.checks.get(outcome.spec.name)
+            if check is None:
+                continue
+            if check.role == "target":
+                failing = "" if outcome.passed else f": {_failing_units(outcome)} to fix"
+                targets.append(f"{check.name}{failing}")
+            elif not outcome.passed:
+                self.reporter.note(f"guard {check.name}: {check.why}")
+        if targets:
+            self.reporter.note(f"targets (must end green): {', '.join(targets)}")
 
     # the loop -----------------------------------------------------------------------------
     def _start_git(self, loop_id: str) -> dict[str, Any] | None:
@@ -280,6 +321,7 @@ class LoopRunner:
         )
         lessons = self._lessons(state.loop_id, self._last_evaluation)
         pivot = policy.should_pivot(attempts, baseline)
+        reverted, self._reverted = self._reverted, None
         self.reporter.phase(iteration, "prompt")
         context = prompts.actor_prompt_context(
             task=state.task,
@@ -290,6 +332,7 @@ class LoopRunner:
             lessons=[lesson.view() for lesson in lessons],
             pivot=pivot,
             unmatched_edits=self._unmatched,
+            reverted=reverted,
         )
         prompt = prompts.render("actor", context, project_root=self.store.root)
         artifacts = self.store.artifacts_dir(state.loop_id, iteration)
@@ -317,7 +360,7 @@ class LoopRunner:
         self.reporter.phase(iteration, "evaluate")
         clock = time.monotonic()
         evaluation = self.parts.evaluator.evaluate(
-            self.workdir, baseline=state.baseline, on_output=self.reporter.output
+            self.workdir, baseline=self.baseline, on_output=self.reporter.output
         )
         durations["evaluate"] = _ms(clock)
         self.reporter.evaluated(iteration, evaluation)
@@ -349,6 +392,7 @@ class LoopRunner:
             prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
             lessons_used=[lesson.id for lesson in lessons],
             error_fingerprint=evaluation.fingerprint,
+            **_judgement_fields(evaluation),
         )
         if acted.timed_out:
             note = f"actor stopped at its {acted.timed_out} timeout"
@@ -367,6 +411,9 @@ class LoopRunner:
         self.records.append(record)
         self._last_evaluation = evaluation
         self._account(state, record, started)
+        if state.best_iteration == iteration:  # a rollback may return to this tree
+            self._kept = {k: v for k, v in self._kept.items() if k == 0}
+            self._kept[iteration] = evaluation
         return record
 
     def _lessons(self, loop_id: str, last: Evaluation | None) -> list[Lesson]:
@@ -387,7 +434,7 @@ class LoopRunner:
             return retrieve_lessons(
                 self.store,
                 exclude_loop=loop_id,
-                current_errors=last.output.errors or [],
+                current_errors=last.relevant_errors(),
                 fingerprint=last.fingerprint,
                 limit=self.settings.lessons,
             )
@@ -530,20 +577,42 @@ class LoopRunner:
         return min(limits) if limits else None
 
     def _maybe_rollback(self, state: LoopState) -> None:
-        """After a regression, start the next attempt from the best iteration's code."""
+        """After an attempt worse than the best tree so far (the baseline's included), or one
+        that broke a guard while gaining nothing, start the next attempt from the best tree."""
         if self.settings.no_rollback or not self.parts.workspace.is_git or not self.records:
             return
         last = self.records[-1]
-        best = state.best_iteration
-        if best is None or state.best_reward is None or last.reward >= state.best_reward:
+        best, best_reward = state.best_iteration, state.best_reward
+        base_reward = float((state.baseline or {}).get("reward", 0.0))
+        if best is None or best_reward is None or base_reward >= best_reward:
+            best, best_reward = 0, base_reward
+        regressed = bool(last.ralph and last.ralph.regressions)
+        if best == last.iteration or not (
+            last.reward < best_reward or (regressed and last.reward <= best_reward)
+        ):
             return
-        commit = (state.git or {}).get("commits", {}).get(str(best))
-        if commit:
-            self.parts.workspace.restore(commit)
-            self.reporter.note(
-                f"reward fell to {last.reward:.2f}: restored the code of iteration {best} "
-                f"(reward {state.best_reward:.2f})"
+        git = state.git or {}
+        commit = git.get("base_commit") if best == 0 else git.get("commits", {}).get(str(best))
+        if not commit:
+            return
+        self.parts.workspace.restore(commit)
+        where = "the starting point" if best == 0 else f"iteration {best}"
+        why = "broke what worked before" if regressed else f"fell to {last.reward:.2f}"
+        self.reporter.note(
+            f"iteration {last.iteration} {why}: restored the code of {where} "
+            f"(reward {best_reward:.2f})"
+        )
+        from ralph.prompts import reverted_view
+
+        self._reverted = reverted_view(last.iteration, where, self._last_evaluation)
+        kept = self._kept.get(best)
+        if kept is None:  # after a resume: evaluate the restored tree, so the prompt is true
+            self.reporter.phase(last.iteration, "evaluate")
+            kept = self.parts.evaluator.evaluate(
+                self.workdir, baseline=self.baseline, on_output=self.reporter.output
             )
+            self._kept[best] = kept
+        self._last_evaluation = kept
 
     def _restore_memory(self, state: LoopState) -> None:
         """The actor can write anywhere in the tree: put ralph's records and state back."""
@@ -589,7 +658,12 @@ class LoopRunner:
         return result
 
     def _result(self, state: LoopState, code: int, message: str) -> LoopResult:
+        roles = (state.baseline or {}).get("roles") or {}
+        last = self._last_evaluation
         return LoopResult(
+            targets=[name for name, role in roles.items() if role == "target"],
+            guards=[name for name, role in roles.items() if role == "guard"],
+            regressions=last.counts()["regressions"] if last is not None else 0,
             loop_id=state.loop_id,
             status=state.status,
             stop_reason=state.stop_reason or "",
@@ -602,6 +676,33 @@ class LoopRunner:
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             message=message,
         )
+
+
+def _failing_units(outcome: Any) -> str:
+    """`3 failing tests`, `12 findings` or `failing`: what a target must fix, counted."""
+    if outcome.spec.parser == "pytest":
+        n = sum(1 for e in outcome.errors if e.type == "test_failure") or outcome.error_count
+        return f"{n} failing test{'s' if n != 1 else ''}"
+    n = outcome.error_count
+    return f"{n} finding{'s' if n != 1 else ''}" if n else "failing"
+
+
+def _green_message(evaluation: Evaluation) -> str:
+    """Why a loop ends before it starts; names the guards that fail, which are not the task."""
+    failing = [o.spec.name for o in evaluation.outcomes if not o.passed]
+    if not failing:
+        return "all checks already pass"
+    return (
+        f"no target fails: {', '.join(failing)} failed before the loop and only must not get "
+        "worse; name the check to work on with --check NAME or --test CMD, or use --strict"
+    )
+
+
+def _judgement_fields(evaluation: Evaluation) -> dict[str, Any]:
+    """The record's share of the judgement: roles and counts, when there is a baseline."""
+    if evaluation.baseline is None:
+        return {}
+    return {"check_roles": evaluation.roles(), **evaluation.counts()}
 
 
 def _same_but_obsolete(on_disk: Any, record: IterationRecord) -> bool:

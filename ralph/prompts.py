@@ -89,9 +89,11 @@ def actor_prompt_context(
     lessons: Sequence[Mapping[str, Any]],
     pivot: bool,
     unmatched_edits: Sequence[str],
+    reverted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
     failing = failing_checks(evaluation) if evaluation is not None else []
+    preexisting = preexisting_lines(evaluation) if evaluation is not None else []
     window = [reflection_view(r) for r in sorted(reflections, key=lambda r: r.iteration)]
     lesson_views = [
         {"text": str(item.get("text", "")), "source": str(item.get("source", ""))}
@@ -104,7 +106,10 @@ def actor_prompt_context(
         "iteration": iteration,
         "max_iterations": max_iterations,
         "failing": failing,
-        "has_failing": bool(failing),
+        "has_failing": bool(failing or preexisting),
+        "preexisting": preexisting,
+        "has_preexisting": bool(preexisting),
+        "reverted": dict(reverted) if reverted else False,
         "reflections": window,
         "has_reflections": bool(window),
         "lessons": lesson_views,
@@ -116,24 +121,109 @@ def actor_prompt_context(
 
 
 def failing_checks(evaluation: Evaluation, per_check: int = DIAGNOSTICS_PER_CHECK) -> list[Any]:
-    """The checks that did not pass, each with its top diagnostics (located ones first)."""
-    out: list[dict[str, Any]] = []
+    """What the agent must work on: the targets that fail (their failures, located ones first,
+    then what the attempt broke), then the guards that got worse (only the new failures).
+    What a guard already failed before the loop is never itemised (`preexisting_lines`)."""
+    targets: list[dict[str, Any]] = []
+    guards: list[dict[str, Any]] = []
+    checks = evaluation.baseline.checks if evaluation.baseline else {}
+    for outcome in failing_outcomes(evaluation):
+        v = outcome.verdict
+        base = checks.get(outcome.spec.name)
+        before = set(base.passing or ()) if base is not None else set()
+        if v is None:
+            targets.append(_failing_entry(outcome, outcome.errors, [], check_summary(outcome)))
+        elif v.role == "target":
+            summary = check_summary(outcome)
+            if v.fixed:
+                summary += f"; {len(v.fixed)} fixed since the start"
+            entry = _failing_entry(outcome, v.remaining, v.regressions, summary, before, per_check)
+            targets.append(entry)
+        else:
+            n = len(v.regressions)
+            summary = f"{n} new failure{'s' if n != 1 else ''} your change caused"
+            guards.append(_failing_entry(outcome, [], v.regressions, summary, before, per_check))
+    return targets + guards
+
+
+def _failing_entry(
+    outcome: CheckOutcome,
+    remaining: Sequence[Diagnostic],
+    regressions: Sequence[Diagnostic],
+    summary: str,
+    passed_before: set[str] | None = None,
+    per_check: int = DIAGNOSTICS_PER_CHECK,
+) -> dict[str, Any]:
+    passed_before = passed_before or set()
+    views = [diagnostic_view(d) for d in located_first(remaining)]
+    for d in located_first(regressions):
+        note = "this passed before your change" if d.rule in passed_before else (
+            "new: not there before your change"
+        )  # fmt: skip
+        views.append({**diagnostic_view(d), "note": note})
+    shown = views[:per_check]
+    hidden = len(views) - len(shown)
+    return {
+        "name": outcome.spec.name,
+        "status": outcome.result.status,
+        "role": outcome.verdict.role if outcome.verdict else "",
+        "summary": summary,
+        "diagnostics": shown,
+        "has_diagnostics": bool(shown),
+        "more": f"... and {hidden} more" if hidden else "",
+    }
+
+
+def preexisting_lines(evaluation: Evaluation) -> list[str]:
+    """One line per guard that failed before the loop: a count, never the items."""
+    lines = []
     for outcome in evaluation.outcomes:
-        if outcome.passed or outcome.result.status == "skip":
+        v = outcome.verdict
+        if v is None or v.role != "guard":
             continue
-        diagnostics = [diagnostic_view(d) for d in located_first(outcome.errors)[:per_check]]
-        hidden = max(0, len(outcome.errors) - per_check)
-        out.append(
-            {
-                "name": outcome.spec.name,
-                "status": outcome.result.status,
-                "summary": check_summary(outcome),
-                "diagnostics": diagnostics,
-                "has_diagnostics": bool(diagnostics),
-                "more": f"... and {hidden} more" if hidden else "",
-            }
-        )
-    return out
+        name = outcome.spec.name
+        if not v.judged:
+            lines.append(f"{name}: could not run before the loop, so it is not judged")
+        elif v.preexisting:
+            n = v.preexisting
+            what = "failing tests" if outcome.spec.parser == "pytest" else "errors"
+            if n == 1:
+                what = what.removesuffix("s").replace("tests", "test")
+            lines.append(
+                f"{name}: {n} {what} that were already there before the loop; not your task"
+            )
+    return lines
+
+
+def judgement_line(outcome: CheckOutcome) -> str:
+    """What one check said of the attempt, relative to the baseline, for the reflector."""
+    v = outcome.verdict
+    if v is None:
+        return "" if outcome.passed else check_summary(outcome)
+    parts: list[str] = [v.role]
+    if v.fixed:
+        parts.append(f"fixed {len(v.fixed)} ({', '.join(v.fixed[:3])})")
+    if v.role == "target" and v.remaining:
+        parts.append(f"{len(v.remaining)} still failing")
+    if v.regressions:
+        first = v.regressions[0]
+        where = first.location() or first.rule or first.type
+        parts.append(f"{len(v.regressions)} newly broken (first: {where})")
+    if v.role == "guard" and v.preexisting:
+        parts.append(f"{v.preexisting} from before the loop, not the task")
+    if v.ok and len(parts) == 1:
+        parts.append("ok")
+    return "; ".join(parts)
+
+
+def reverted_view(iteration: int, where: str, evaluation: Evaluation | None) -> dict[str, Any]:
+    """The prompt's note on an attempt that was rolled back: what it caused, now undone."""
+    caused: list[Diagnostic] = []
+    if evaluation is not None:
+        broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
+        caused = broken or located_first(evaluation.relevant_errors())
+    views = [diagnostic_view(d) for d in caused[:DIAGNOSTICS_PER_CHECK]]
+    return {"iteration": iteration, "where": where, "caused": views, "has_caused": bool(views)}
 
 
 def located_first(errors: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -143,6 +233,7 @@ def located_first(errors: Sequence[Diagnostic]) -> list[Diagnostic]:
 
 def diagnostic_view(d: Diagnostic) -> dict[str, str]:
     return {
+        "note": "",
         "location": d.location(),
         # continuation lines indented so a multi-line message stays inside its bullet
         "message": cap(d.message.strip(), MESSAGE_CAP).replace("\n", "\n  "),
@@ -244,11 +335,7 @@ def reflection_prompt_context(
         "diff_summary": cap(diff_summary.strip(), 6000),
         "reward": f"{evaluation.reward:.2f}",
         "checks": [
-            {
-                "name": o.spec.name,
-                "status": o.result.status,
-                "summary": "" if o.passed else check_summary(o),
-            }
+            {"name": o.spec.name, "status": o.result.status, "summary": judgement_line(o)}
             for o in evaluation.outcomes
         ],
         "diagnostics": diagnostics,
@@ -301,13 +388,17 @@ def _tail(outcome: CheckOutcome, limit: int = 1500) -> str:
 
 
 def failing_outcomes(evaluation: Evaluation) -> list[CheckOutcome]:
-    return [o for o in evaluation.outcomes if not o.passed and o.result.status != "skip"]
+    """Checks that hold the attempt back: failing targets and guards that got worse."""
+    return [
+        o
+        for o in evaluation.outcomes
+        if o.result.status != "skip" and not (o.verdict.ok if o.verdict else o.passed)
+    ]
 
 
 def all_diagnostics(evaluation: Evaluation) -> list[Diagnostic]:
-    if evaluation.output.errors:
-        return list(evaluation.output.errors)
-    return [d for o in evaluation.outcomes for d in o.errors]
+    """The diagnostics that matter to the task (never a guard's failures from before)."""
+    return evaluation.relevant_errors()
 
 
 def repeated_iterations(evaluation: Evaluation, earlier: Sequence[IterationRecord]) -> list[int]:

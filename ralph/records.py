@@ -66,6 +66,9 @@ FAILURE_CATEGORIES: tuple[str, ...] = typing.get_args(FailureCategory)
 ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
 
+BEST_FAILING_REWARD = 0.99  # anything that is not success scores (and shows) at most this
+
+
 def utc_now() -> str:
     """An RFC 3339 timestamp, the format the schema's date-time expects."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -222,6 +225,10 @@ class RalphExtension:
     git_commit: str | None = None
     lessons_used: list[str] = field(default_factory=list)
     error_fingerprint: str | None = None
+    check_roles: dict[str, str] | None = None  # target or guard, per check (judging.py)
+    fixed: int | None = None  # target failures of the baseline gone in this attempt's tree
+    remaining: int | None = None  # target failures left
+    regressions: int | None = None  # what worked before the loop and fails now
     obsolete: bool | None = None  # marked by `ralph reflections obsolete`: never injected again
 
 
@@ -251,7 +258,10 @@ class IterationRecord:
 
     @property
     def reward(self) -> float:
-        return self.evaluator_output.reward_signal or 0.0
+        """The reward; never 1.0 for an attempt that did not pass (older records stored
+        0.9987 for one failing test in a thousand, which showed as 1.00)."""
+        reward = self.evaluator_output.reward_signal or 0.0
+        return reward if self.evaluator_output.passed else min(reward, BEST_FAILING_REWARD)
 
 
 T = TypeVar("T")

@@ -377,8 +377,16 @@ INVENTED = re.compile(
 )
 
 
-def guess_category(errors: Sequence[Diagnostic], changed: bool) -> FailureCategory:
+def guess_category(
+    errors: Sequence[Diagnostic], changed: bool, *, fixed: bool = False, broke: bool = False
+) -> FailureCategory:
+    """A first guess from the verdict: a change that broke what worked is an integration
+    error, one that fixed part of the targets is incomplete, never a hallucination."""
     if not changed:
+        return "incomplete_implementation"
+    if broke:
+        return "integration_error"
+    if fixed:
         return "incomplete_implementation"
     if not errors:
         return "other"
@@ -421,6 +429,8 @@ def heuristic_reflection(
     errors = located_first(all_diagnostics(evaluation))
     files = _changed_files(actor_output)
     repeats = repeated_iterations(evaluation, earlier)
+    fixed = [key for o in evaluation.outcomes if o.verdict for key in o.verdict.fixed]
+    broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
     insights = [_check_insight(o) for o in failing]
     if not files:
         insights.insert(0, "Make an actual code change: the last attempt changed no files.")
@@ -436,11 +446,15 @@ def heuristic_reflection(
         if action.file_path and any(d.file == action.file_path for d in errors)
     ]
     return SelfReflection(
-        reflection_text=redact(_heuristic_text(evaluation, failing, errors, files, repeats)),
+        reflection_text=redact(
+            _heuristic_text(evaluation, failing, errors, files, repeats, fixed, broken)
+        ),
         credit_assignment=CreditAssignment(
             failing_action_indices=indices,
-            root_cause=redact(_root_cause(failing, errors)),
-            failure_category=guess_category(errors, bool(files)),
+            root_cause=redact(_root_cause(failing, broken or errors)),
+            failure_category=guess_category(
+                errors, bool(files), fixed=bool(fixed), broke=bool(broken)
+            ),
         ),
         causal_reasoning=redact(_causal(failing, errors)),
         actionable_insights=[redact(s) for s in insights],
@@ -460,13 +474,28 @@ def _heuristic_text(
     errors: list[Diagnostic],
     files: list[str],
     repeats: list[int],
+    fixed: Sequence[str] = (),
+    broken: Sequence[Diagnostic] = (),
 ) -> str:
     names = [o.spec.name for o in failing]
     verb = "fails" if len(names) == 1 else "fail"
-    text = [
+    text = []
+    if fixed:
+        shown = ", ".join(fixed[:3]) + (f" and {len(fixed) - 3} more" if len(fixed) > 3 else "")
+        text.append(f"My change fixed {_plural(len(fixed), 'target failure')} ({shown}).")
+    if broken:
+        where = broken[0].location() or broken[0].rule or broken[0].type
+        broke = [o.spec.name for o in failing if o.verdict and o.verdict.regressions]
+        text.append(
+            f"But it broke what worked before: {_join(broke)} now "
+            f"{'has' if len(broke) == 1 else 'have'} {_plural(len(broken), 'new failure')}, "
+            f"the first at {where}: {_first_line(broken[0].message)}"
+        )
+        text[-1] = _sentence(text[-1])
+    text.append(
         f"My attempt did not make the checks pass: {_join(names) if names else 'the checks'} "
         f"still {verb} ({_plural(len(errors), 'error')}, reward {evaluation.reward:.2f})."
-    ]
+    )
     where = errors[0].location() if errors else ""
     if errors:
         place = f" at {where}" if where else ""
@@ -476,7 +505,7 @@ def _heuristic_text(
         )
     if not files:
         text.append("I did not change any files, so nothing I did could have fixed it.")
-    else:
+    elif not fixed and not broken:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         text.append(f"I changed {shown}, but that did not fix it.")
     if repeats:
@@ -533,9 +562,24 @@ def _check_insight(outcome: CheckOutcome) -> str:
 
 def success_reflection(evaluation: Evaluation, actor_output: ActorOutput) -> SelfReflection:
     """The note a passing iteration leaves: what worked, for other loops to learn from."""
-    names = ", ".join(o.spec.name for o in evaluation.outcomes) or "every check"
     files = _changed_files(actor_output)
-    text = f"I made every check pass ({names}; reward {evaluation.reward:.2f})."
+    targets = [
+        o.spec.name for o in evaluation.outcomes if not o.verdict or o.verdict.role == "target"
+    ]
+    older = [
+        f"{o.spec.name}: {o.verdict.preexisting}"
+        for o in evaluation.outcomes
+        if o.verdict and o.verdict.role == "guard" and o.verdict.preexisting
+    ]
+    if older:
+        text = (
+            f"I made every target pass ({', '.join(targets) or 'none'}; reward "
+            f"{evaluation.reward:.2f}) without breaking what passed before; the guards' "
+            f"failures from before the loop ({', '.join(older)}) were not the task."
+        )
+    else:
+        names = ", ".join(o.spec.name for o in evaluation.outcomes) or "every check"
+        text = f"I made every check pass ({names}; reward {evaluation.reward:.2f})."
     if files:
         text += f" I changed {', '.join(files[:5])}."
     what = _first_line(actor_output.strategy or actor_output.rationale or "", 300)

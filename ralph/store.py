@@ -18,11 +18,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import PreflightError, StoreError
 from ralph.records import IterationRecord, from_json, to_json, utc_now
+
+if TYPE_CHECKING:
+    from ralph.evaluators.judging import Baseline
 
 AIWG_DIR = Path(".aiwg") / "ralph"
 LOOP_ID_PATTERN = re.compile(r"^ralph-[a-z0-9-]+$")
@@ -318,6 +321,25 @@ class MemoryStore:
                 f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
             )
         return parse_state(path)
+
+    def baseline_path(self, loop_id: str) -> Path:
+        return self.loop_dir(loop_id) / "baseline.json"
+
+    def write_baseline(self, loop_id: str, baseline: Baseline) -> None:
+        """The whole baseline (failing and passing tests by id), written once per loop; the
+        state keeps only its summary, so the state stays small on a suite of thousands."""
+        atomic_write_json(self.baseline_path(loop_id), baseline.to_json())
+
+    def read_baseline(self, loop_id: str, summary: dict[str, Any] | None) -> Baseline | None:
+        """The loop's baseline; a loop from before roles existed is judged strictly."""
+        from ralph.evaluators.judging import Baseline as Judged
+
+        path = self.baseline_path(loop_id)
+        if path.is_file():
+            data = read_json(path)
+            if isinstance(data, dict):
+                return Judged.from_json(data)
+        return Judged.legacy(summary) if summary else None
 
     def loop_ids(self) -> list[str]:
         ids: set[str] = set()

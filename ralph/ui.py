@@ -30,8 +30,13 @@ SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float]) -> str:
-    """Rewards in [0, 1] as block characters, one per iteration."""
-    return "".join(SPARKS[min(int(v * (len(SPARKS) - 1) + 0.5), len(SPARKS) - 1)] for v in values)
+    """Rewards in [0, 1] as block characters, one per iteration (the one sparkline of ralph:
+    status, the live view and analyze agree). The full block is kept for 1.0, success: a
+    failing 0.99 never looks done."""
+    top = len(SPARKS) - 1
+    return "".join(
+        SPARKS[top if v >= 1.0 else min(int(max(0.0, v) * top + 0.5), top - 1)] for v in values
+    )
 
 
 def clip(text: str, width: int) -> str:

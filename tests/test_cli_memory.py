@@ -129,7 +129,7 @@ def test_record_that_is_not_json_in_show(ralph: RunCli, example_project: Path) -
 def test_init_detects_checks_and_never_overwrites(ralph: RunCli, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n[tool.ruff]\n")
     (tmp_path / "mypy.ini").write_text("[mypy]\n")
-    assert ralph("init", cwd=tmp_path).code == 0
+    assert ralph("init", "--no-run", cwd=tmp_path).code == 0
     import yaml
 
     config = yaml.safe_load((tmp_path / ".aiwg/ralph/config.yaml").read_text())
@@ -137,7 +137,7 @@ def test_init_detects_checks_and_never_overwrites(ralph: RunCli, tmp_path: Path)
     assert (tmp_path / ".aiwg/ralph/.gitignore").exists()
     again = ralph("init", cwd=tmp_path)
     assert again.code == 2 and "--force" in again.err
-    assert ralph("init", "--force", cwd=tmp_path).code == 0
+    assert ralph("init", "--force", "--no-run", cwd=tmp_path).code == 0
 
 
 def test_init_on_a_project_without_checks(ralph: RunCli, tmp_path: Path) -> None:

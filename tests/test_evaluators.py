@@ -19,9 +19,9 @@ from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators import mypy as mypy_module
 from ralph.evaluators.base import CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.judging import Baseline
 from ralph.evaluators.suite import (
     CheckSuite,
-    combined_reward,
     fingerprint,
     make_check,
     render_check_report,
@@ -254,7 +254,7 @@ def test_baseline_scales_mypy_and_ruff_and_text_mode_mypy_agrees(broken: Evaluat
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(mypy_module._versions, (prefix, str(broken.root)), (1, 10))
         suite = CheckSuite(SPECS, check_timeout=120)
-        baseline = {"check_error_counts": {"tests": 3, "mypy": 6, "ruff": 4}}
+        baseline = Baseline.legacy({"check_error_counts": {"tests": 3, "mypy": 6, "ruff": 4}})
         again = suite.evaluate(broken.root, baseline=baseline)
     assert "--show-column-numbers" in suite.last_logs["mypy"]
     assert " -O json" not in suite.last_logs["mypy"]
@@ -680,7 +680,7 @@ def test_configured_weights_override_the_spec_and_the_default(tmp_path: Path) ->
         FakeCheck(CheckSpec("docs", "make docs", "shell"), 1.0),
     ]
     suite = CheckSuite.from_checks(checks, weights={"docs": 0.0})
-    baseline = {"check_error_counts": {"lint": 7}}
+    baseline = Baseline.legacy({"check_error_counts": {"lint": 7}})
     evaluation = suite.evaluate(tmp_path, baseline=baseline)
     assert evaluation.reward == round(0.2 / 3.2, 4)
     assert checks[1].seen_baseline == 7 and checks[0].seen_baseline is None
@@ -708,12 +708,12 @@ def test_a_check_that_raises_becomes_an_error_not_a_crash(tmp_path: Path) -> Non
     assert evaluation.reward == 0.5 and not evaluation.passed
 
 
-def test_reward_of_all_zero_weights_counts_checks_equally() -> None:
-    outcomes = [
-        CheckOutcome(CheckSpec("a", "x", weight=0), CheckResult("a", "pass"), score=1.0),
-        CheckOutcome(CheckSpec("b", "y", weight=0), CheckResult("b", "fail"), score=0.0),
+def test_reward_of_all_zero_weights_counts_checks_equally(tmp_path: Path) -> None:
+    checks = [
+        FakeCheck(CheckSpec("a", "x", weight=0), 1.0),
+        FakeCheck(CheckSpec("b", "y", weight=0), 0.0),
     ]
-    assert combined_reward(outcomes, {}) == 0.5
+    assert CheckSuite.from_checks(checks).evaluate(tmp_path).reward == 0.5
 
 
 def test_verification_type_follows_the_parsers() -> None:

@@ -174,6 +174,7 @@ def test_failing_checks_list_top_diagnostics_with_locations_first() -> None:
     assert failing["summary"] == "11 of 20 tests failed"
     assert len(failing["diagnostics"]) == prompts.DIAGNOSTICS_PER_CHECK
     assert failing["diagnostics"][0] == {
+        "note": "",
         "location": "tests/t.py:1",
         "message": "assert 1 == 0",
         "rule": "t1",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.config import CheckSpec
 from ralph.records import CheckResult, Diagnostic, EvaluatorOutput, Metrics
+
+if TYPE_CHECKING:
+    from ralph.evaluators.judging import Baseline, CheckVerdict
 
 OutputCallback = Callable[[str, str], None]
 
@@ -22,6 +25,8 @@ class CheckOutcome:
     errors: list[Diagnostic] = field(default_factory=list)
     metrics: Metrics = field(default_factory=Metrics)
     score: float = 0.0
+    passed_tests: set[str] | None = None  # test ids that passed, where the tool names them
+    verdict: CheckVerdict | None = None  # set by the suite: the check judged against the baseline
 
     @property
     def passed(self) -> bool:
@@ -57,6 +62,7 @@ class Evaluation:
     output: EvaluatorOutput
     outcomes: list[CheckOutcome]
     fingerprint: str
+    baseline: Baseline | None = None  # what it was judged against (None: every check must pass)
 
     @property
     def passed(self) -> bool:
@@ -69,6 +75,27 @@ class Evaluation:
     @property
     def error_count(self) -> int:
         return len(self.output.errors or [])
+
+    def relevant_errors(self) -> list[Diagnostic]:
+        """What the agent has to work on: target failures, then regressions; never the
+        failures a guard already had before the loop."""
+        targets = [d for o in self.outcomes if o.verdict for d in o.verdict.remaining]
+        broken = [d for o in self.outcomes if o.verdict for d in o.verdict.regressions]
+        if not any(o.verdict for o in self.outcomes):
+            return list(self.output.errors or [])
+        return targets + broken
+
+    def counts(self) -> dict[str, int]:
+        """Target failures fixed since the baseline, target failures remaining, regressions."""
+        verdicts = [o.verdict for o in self.outcomes if o.verdict is not None]
+        return {
+            "fixed": sum(len(v.fixed) for v in verdicts),
+            "remaining": sum(len(v.remaining) for v in verdicts if v.role == "target"),
+            "regressions": sum(len(v.regressions) for v in verdicts),
+        }
+
+    def roles(self) -> dict[str, str]:
+        return {o.spec.name: o.verdict.role for o in self.outcomes if o.verdict is not None}
 
     def summary(self) -> dict[str, Any]:
         """What state.json keeps of the baseline, and what later scores are relative to."""
@@ -91,8 +118,24 @@ class Evaluator(Protocol):
         self,
         cwd: Path,
         *,
-        baseline: dict[str, Any] | None = None,
+        baseline: Baseline | None = None,
         on_output: OutputCallback | None = None,
     ) -> Evaluation:
-        """Run every check (in parallel) on `cwd`; `baseline` is `Evaluation.summary()`."""
+        """Run every check (in parallel) on `cwd` and judge the result against `baseline`
+        (None: every check must pass, as `ralph check` judges)."""
+        ...
+
+    def evaluate_baseline(
+        self,
+        cwd: Path,
+        *,
+        named: Collection[str] = (),
+        success: str = "baseline",
+        on_output: OutputCallback | None = None,
+    ) -> Evaluation:
+        """The untouched tree, judged by the roles it gives the checks; `.baseline` is set.
+
+        `named`: checks the user named (--test, --check), which are targets; `success`:
+        "baseline" (targets and guards) or "strict" (every check a target).
+        """
         ...

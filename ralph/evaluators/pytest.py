@@ -51,6 +51,7 @@ class PytestReport:
     skipped: int = 0
     failures: list[Diagnostic] = field(default_factory=list)
     collection: list[Diagnostic] = field(default_factory=list)
+    passed_ids: set[str] | None = None  # None: the text fallback cannot name passing tests
 
 
 class PytestCheck(CommandCheck):
@@ -118,7 +119,8 @@ class PytestCheck(CommandCheck):
         score = 1.0 if passed else (report.passed / units if units else 0.0)
         metrics = Metrics(tests_passed=report.passed, tests_failed=report.failed, tests_total=ran)
         status: CheckStatus = "pass" if passed else "fail"
-        return CheckOutcome(self.spec, make_result(self.spec, status, res), errors, metrics, score)
+        result = make_result(self.spec, status, res)
+        return CheckOutcome(self.spec, result, errors, metrics, score, report.passed_ids)
 
 
 def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestReport | None:
@@ -129,7 +131,9 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
         root = ET.fromstring(xml_text)
     except ET.ParseError:
         return None
-    report = PytestReport()
+    passed_ids: set[str] = set()
+    report = PytestReport(passed_ids=passed_ids)
+    ids: dict[str, tuple[str | None, str]] = {}  # classname -> (file, id prefix), stat once
     for case in root.iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         failure, error = case.find("failure"), case.find("error")
@@ -145,6 +149,11 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
             report.skipped += 1
         else:
             report.passed += 1
+            if classname not in ids:
+                file, prefix = junit_test_id(classname, "", cwd)
+                ids[classname] = (file, prefix.removesuffix("::"))
+            prefix = ids[classname][1]
+            passed_ids.add(f"{prefix}::{name}" if prefix else name)
     return report
 
 

@@ -13,15 +13,17 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_check, make_baseline
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
@@ -120,13 +122,13 @@ class CheckSuite:
         self,
         cwd: Path,
         *,
-        baseline: dict[str, Any] | None = None,
+        baseline: Baseline | None = None,
         on_output: OutputCallback | None = None,
     ) -> Evaluation:
         """`on_output` receives (check name, output chunk) from the worker threads."""
         if not self.checks:
             self.preflight()
-        counts: dict[str, int] = (baseline or {}).get("check_error_counts") or {}
+        counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
         with ThreadPoolExecutor(len(self.checks), thread_name_prefix="ralph-check") as pool:
             futures = [
                 pool.submit(_run_one, check, cwd, counts.get(check.spec.name), on_output)
@@ -142,15 +144,50 @@ class CheckSuite:
                 kill_running_checks()
                 raise
         self.last_logs = {c.spec.name: getattr(c, "last_log", "") for c in self.checks}
+        return self.judge(outcomes, baseline)
+
+    def evaluate_baseline(
+        self,
+        cwd: Path,
+        *,
+        named: Collection[str] = (),
+        success: str = "baseline",
+        on_output: OutputCallback | None = None,
+    ) -> Evaluation:
+        """The untouched tree: run the checks, give each its role, judge the tree by them."""
+        raw = self.evaluate(cwd, on_output=on_output)
+        roles = assign_roles(
+            [c.spec for c in self.checks], raw.outcomes, named=set(named), success=success
+        )
+        baseline = make_baseline(raw.outcomes, roles, success)
+        judged = self.judge(raw.outcomes, baseline)
+        judged.baseline = replace(
+            baseline,
+            passed=judged.passed,
+            reward=judged.reward,
+            error_count=judged.error_count,
+            fingerprint=judged.fingerprint,
+        )
+        return judged
+
+    def judge(self, outcomes: Sequence[CheckOutcome], baseline: Baseline | None) -> Evaluation:
+        """Each outcome's verdict against `baseline`, and the whole attempt's (see judging)."""
+        pairs = []
+        for o in outcomes:
+            o.verdict = judge_check(o, baseline.checks.get(o.spec.name) if baseline else None)
+            pairs.append((check_weight(o.spec, self.weights), o.verdict))
+        passed, reward = combine(pairs)
         output = EvaluatorOutput(
-            passed=all(o.passed for o in outcomes),
+            passed=passed,
             verification_type=verification_type([o.spec for o in outcomes]),
             results=[o.result for o in outcomes],
             errors=[e for o in outcomes for e in o.errors],
-            reward_signal=combined_reward(outcomes, self.weights),
+            reward_signal=reward,
             metrics=merge_metrics([o.metrics for o in outcomes]),
         )
-        return Evaluation(output=output, outcomes=outcomes, fingerprint=fingerprint(outcomes))
+        evaluation = Evaluation(output, list(outcomes), "", baseline)
+        evaluation.fingerprint = fingerprint(outcomes, evaluation.relevant_errors())
+        return evaluation
 
 
 def _run_one(
@@ -261,14 +298,21 @@ def merge_metrics(all_metrics: Sequence[Metrics]) -> Metrics:
     return merged
 
 
-def fingerprint(outcomes: Sequence[CheckOutcome]) -> str:
+def fingerprint(
+    outcomes: Sequence[CheckOutcome], relevant: Sequence[Diagnostic] | None = None
+) -> str:
     """Identity of "the same failure": check, type, rule, file, test id or message — no lines.
 
     Numbers in messages are masked so timings and addresses do not make a failure look new.
+    Only `relevant` diagnostics count when given (what a guard had before the loop never
+    changes, and would make every loop of the project look alike).
     """
+    keep = {id(d) for d in relevant} if relevant is not None else None
     items = []
     for outcome in outcomes:
         for e in outcome.errors:
+            if keep is not None and id(e) not in keep:
+                continue
             what = e.rule if e.type == "test_failure" and e.rule else _first_line(e.message)
             items.append(f"{outcome.spec.name}|{e.type}|{e.rule or ''}|{e.file or ''}|{what}")
     digest = hashlib.sha256("\n".join(sorted(items)).encode("utf-8"))

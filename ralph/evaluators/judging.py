@@ -1,0 +1,344 @@
+"""Judging against the baseline: which checks are targets, which are guards, and whether an
+attempt met its targets without breaking what worked before.
+
+Real repositories are rarely fully green, so "only the checks decide" means what SWE-bench
+means by a resolved task: the tests that failed before must pass (FAIL_TO_PASS) and the tests
+that passed must keep passing (PASS_TO_PASS); and what linters mean by a baseline: no *new*
+diagnostics. docs/architecture.md (section "Judging") has the rules in a table.
+
+- A **target** must end fully green. A **guard** must not get worse than the baseline: no test
+  that passed fails, no diagnostic that was not there before (matched by file, code and message
+  with numbers masked, so moving code does not make a finding new).
+- `success: strict` (`--strict`) makes every check a target: every check must pass.
+- The reward measures progress on the targets and halves for every guard that regressed; it is
+  1.0 exactly when the attempt succeeds and at most 0.99 otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ralph.errors import ConfigError
+from ralph.records import BEST_FAILING_REWARD
+
+if TYPE_CHECKING:
+    from ralph.config import CheckSpec
+    from ralph.evaluators.base import CheckOutcome
+    from ralph.records import Diagnostic
+
+Role = Literal["target", "guard"]
+Kind = Literal["tests", "diagnostics", "command"]
+ROLES: tuple[Role, ...] = ("target", "guard")
+SUCCESS_MODES = ("baseline", "strict")
+GUARD_PENALTY = 0.5  # the reward is multiplied by this for every guard that regressed
+
+
+def check_kind(spec: CheckSpec) -> Kind:
+    """Tests report individual tests; mypy and ruff report located findings; the rest exit."""
+    if spec.parser == "pytest":
+        return "tests"
+    if spec.parser in ("mypy", "ruff"):
+        return "diagnostics"
+    return "command"
+
+
+def validate_role(value: Any, where: str) -> Role | None:
+    if value is None:
+        return None
+    if value not in ROLES:
+        raise ConfigError(
+            f"{where}: role must be target or guard, not {value!r}",
+            hint="target: must end green; guard: must not get worse than before the loop",
+        )
+    role: Role = value
+    return role
+
+
+def validate_success(value: Any, where: str = "success") -> str:
+    if value not in SUCCESS_MODES:
+        raise ConfigError(
+            f"{where}: must be baseline or strict, not {value!r}",
+            hint="baseline: targets green and no guard worse; strict: every check passes",
+        )
+    return str(value)
+
+
+def failure_key(d: Diagnostic) -> str:
+    """A failure's identity across attempts: the test id, else file, code and message (no line)."""
+    if d.type == "test_failure" and d.rule:
+        return d.rule
+    first = d.message.strip().splitlines()[0] if d.message.strip() else ""
+    masked = re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "N", first)
+    return f"{d.file or ''}|{d.rule or ''}|{masked}"
+
+
+@dataclass(frozen=True)
+class CheckBaseline:
+    """One check before the loop: its role, why, and what failed (and passed) then."""
+
+    name: str
+    kind: Kind
+    role: Role
+    status: str
+    error_count: int
+    why: str = ""
+    failing: tuple[str, ...] = ()  # failure keys, repeated as often as they occurred
+    passing: tuple[str, ...] | None = None  # test ids that passed; None when unknown
+
+    @property
+    def judged(self) -> bool:
+        """A guard that could not run before the loop has nothing to be compared with."""
+        return not (self.role == "guard" and self.status == "error")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The untouched tree's verdict, against which every attempt is judged."""
+
+    success: str
+    checks: dict[str, CheckBaseline]
+    passed: bool = False
+    reward: float = 0.0
+    error_count: int = 0
+    fingerprint: str = ""
+
+    def roles(self) -> dict[str, Role]:
+        return {name: c.role for name, c in self.checks.items()}
+
+    def named(self, role: Role) -> list[str]:
+        return [name for name, c in self.checks.items() if c.role == role]
+
+    def summary(self) -> dict[str, Any]:
+        """What state.json keeps (small); `to_json` is the whole of it, for baseline.json."""
+        return {
+            "passed": self.passed,
+            "reward": self.reward,
+            "error_count": self.error_count,
+            "error_fingerprint": self.fingerprint,
+            "success": self.success,
+            "roles": self.roles(),
+            "check_error_counts": {n: c.error_count for n, c in self.checks.items()},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        checks = []
+        for c in self.checks.values():
+            item: dict[str, Any] = {
+                "name": c.name,
+                "kind": c.kind,
+                "role": c.role,
+                "status": c.status,
+                "error_count": c.error_count,
+                "why": c.why,
+                "failing": list(c.failing),
+            }
+            if c.passing is not None:
+                item["passing"] = list(c.passing)
+            checks.append(item)
+        return {**self.summary(), "checks": checks}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Baseline:
+        checks: dict[str, CheckBaseline] = {}
+        for item in data.get("checks") or []:
+            passing = item.get("passing")
+            checks[item["name"]] = CheckBaseline(
+                name=item["name"],
+                kind=item.get("kind", "command"),
+                role=item.get("role", "target"),
+                status=item.get("status", "fail"),
+                error_count=int(item.get("error_count", 0)),
+                why=str(item.get("why", "")),
+                failing=tuple(item.get("failing") or ()),
+                passing=tuple(passing) if passing is not None else None,
+            )
+        return cls(
+            success=str(data.get("success", "strict")),
+            checks=checks,
+            passed=bool(data.get("passed")),
+            reward=float(data.get("reward", 0.0)),
+            error_count=int(data.get("error_count", 0)),
+            fingerprint=str(data.get("error_fingerprint", "")),
+        )
+
+    @classmethod
+    def legacy(cls, summary: Mapping[str, Any]) -> Baseline:
+        """A loop started before roles existed: every check a target, as it was then."""
+        counts = summary.get("check_error_counts") or {}
+        checks = [
+            {"name": name, "role": "target", "status": "fail", "error_count": n}
+            for name, n in counts.items()
+        ]
+        return cls.from_json({**summary, "success": "strict", "checks": checks})
+
+
+@dataclass
+class CheckVerdict:
+    """What one check says about an attempt, relative to the baseline."""
+
+    role: Role
+    ok: bool
+    judged: bool = True
+    fixed: list[str] = field(default_factory=list)  # target failures of the baseline now gone
+    remaining: list[Diagnostic] = field(default_factory=list)  # target failures still there
+    regressions: list[Diagnostic] = field(default_factory=list)  # worked before, broken now
+    preexisting: int = 0  # a guard's failures that were there before the loop
+    progress: float = 0.0  # the target's score in [0, 1]
+
+
+def assign_roles(
+    specs: Sequence[CheckSpec],
+    outcomes: Sequence[CheckOutcome],
+    *,
+    named: set[str],
+    success: str,
+) -> dict[str, tuple[Role, str]]:
+    """Each check's role and the reason, from the baseline outcome (see the module docstring)."""
+    roles: dict[str, tuple[Role, str]] = {}
+    by_name = {o.spec.name: o for o in outcomes}
+    for spec in specs:
+        outcome = by_name.get(spec.name)
+        status = outcome.result.status if outcome else "error"
+        count = outcome.error_count if outcome else 0
+        roles[spec.name] = _role(spec, status, count, named=spec.name in named, success=success)
+    return roles
+
+
+def _role(
+    spec: CheckSpec, status: str, count: int, *, named: bool, success: str
+) -> tuple[Role, str]:
+    if success == "strict":
+        return "target", "--strict: every check must pass"
+    if spec.role is not None:
+        return spec.role, "role set in the configuration"
+    kind = check_kind(spec)
+    if kind == "tests":
+        if status != "pass":
+            return "target", "the tests failing now must pass; the passing ones must keep passing"
+        if named:
+            return "target", "named on the command line"
+        return "guard", "passes now: no test may start failing"
+    if named:
+        return "target", "named on the command line"
+    if status == "pass":
+        return "target", "passes now: must keep passing"
+    if status == "error":
+        return "guard", "could not run on the untouched tree: not judged (--strict judges it)"
+    what = f"{count} finding{'s' if count != 1 else ''}" if kind == "diagnostics" else "failing"
+    return "guard", f"{what} before the loop, not your task: no new ones allowed"
+
+
+def make_baseline(
+    outcomes: Sequence[CheckOutcome], roles: Mapping[str, tuple[Role, str]], success: str
+) -> Baseline:
+    """The baseline of `outcomes` (the untouched tree's); its verdict is judged separately."""
+    checks = {}
+    for o in outcomes:
+        role, why = roles.get(o.spec.name, ("target", ""))
+        kind = check_kind(o.spec)
+        passing = tuple(sorted(o.passed_tests)) if o.passed_tests is not None else None
+        checks[o.spec.name] = CheckBaseline(
+            name=o.spec.name,
+            kind=kind,
+            role=role,
+            status=o.result.status,
+            error_count=o.error_count,
+            why=why,
+            failing=tuple(failure_key(d) for d in o.errors),
+            passing=passing if kind == "tests" else None,
+        )
+    return Baseline(success, checks)
+
+
+def judge_check(outcome: CheckOutcome, base: CheckBaseline | None) -> CheckVerdict:
+    """One check's verdict; without a baseline (`ralph check`), passing is all that counts."""
+    if base is None:
+        return CheckVerdict(
+            "target", outcome.passed, remaining=list(outcome.errors), progress=outcome.score
+        )
+    kind = check_kind(outcome.spec)
+    status = outcome.result.status
+    broke = base.status != "error" and status == "error"  # ran before, cannot run now
+    before = Counter(base.failing)
+    seen: Counter[str] = Counter()
+    new: list[Diagnostic] = []
+    kept: list[Diagnostic] = []
+    for d in outcome.errors:
+        key = failure_key(d)
+        seen[key] += 1
+        (kept if seen[key] <= before[key] else new).append(d)
+    if kind == "tests":
+        return _judge_tests(outcome, base, new, kept, broke)
+    if kind == "command":
+        regressions = list(outcome.errors) if base.status == "pass" and status != "pass" else []
+    else:
+        regressions = new
+    if base.role == "target":
+        ok = status == "pass"
+        fixed = list((before - seen).elements())
+        remaining = _without(outcome.errors, regressions)
+        score = outcome.score if kind == "diagnostics" else float(ok)
+        return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score)
+    if not base.judged:
+        return CheckVerdict("guard", True, False, preexisting=outcome.error_count)
+    if broke and not regressions:
+        regressions = list(outcome.errors)
+    ok = not regressions
+    return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok))
+
+
+def _judge_tests(
+    outcome: CheckOutcome,
+    base: CheckBaseline,
+    new: list[Diagnostic],
+    kept: list[Diagnostic],
+    broke: bool,
+) -> CheckVerdict:
+    """Per test: the baseline's failures are the targets, the baseline's passes are guarded."""
+    if base.role == "guard":  # any failure the baseline did not have is worse
+        regressions = new or (list(outcome.errors) if broke else [])
+        ok = not regressions
+        return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok))
+    passed_before = set(base.passing) if base.passing is not None else None
+    if passed_before is not None:  # a test that passed before the loop and fails now broke
+        regressions = [d for d in outcome.errors if failure_key(d) in passed_before]
+    else:
+        regressions = new
+    unheard = _without(new, regressions)  # failing, and not seen at all before the loop
+    targets = list(dict.fromkeys(base.failing))
+    passed_now = outcome.passed_tests
+    if passed_now is not None:
+        fixed = [k for k in targets if k in passed_now]
+    else:
+        fixed = targets if outcome.passed else []
+    ok = outcome.passed and len(fixed) == len(targets)
+    if targets:  # progress on what failed before, set back by what broke or appeared
+        score = len(fixed) / (len(targets) + len(unheard) + len(regressions))
+    else:
+        score = outcome.score
+    return CheckVerdict("target", ok, True, fixed, kept + unheard, regressions, 0, score)
+
+
+def _without(items: Sequence[Diagnostic], drop: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """`items` less the very objects in `drop` (equal diagnostics may occur twice)."""
+    gone = {id(d) for d in drop}
+    return [d for d in items if id(d) not in gone]
+
+
+def combine(verdicts: Sequence[tuple[float, CheckVerdict]]) -> tuple[bool, float]:
+    """(success, reward) from (weight, verdict) pairs: success is every target green and no
+    guard worse; the reward is the weighted progress on the targets, halved for every guard
+    that regressed, 1.0 only for success and at most 0.99 otherwise."""
+    if all(v.ok for _, v in verdicts):
+        return True, 1.0
+    targets = [(w, v.progress) for w, v in verdicts if v.role == "target"]
+    total = sum(w for w, _ in targets)
+    if targets and total <= 0:  # every weight zero: count the targets equally
+        targets, total = [(1.0, p) for _, p in targets], float(len(targets))
+    progress = sum(w * min(1.0, max(0.0, p)) for w, p in targets) / total if targets else 1.0
+    regressed = sum(1 for _, v in verdicts if v.role == "guard" and not v.ok)
+    return False, round(min(progress * GUARD_PENALTY**regressed, BEST_FAILING_REWARD), 4)
