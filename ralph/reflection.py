@@ -487,7 +487,7 @@ def _heuristic_text(
         where = broken[0].location() or broken[0].rule or broken[0].type
         broke = [o.spec.name for o in failing if o.verdict and o.verdict.regressions]
         text.append(
-            f"But it broke what worked before: {_join(broke)} now "
+            f"{'But it' if fixed else 'My change'} broke what worked before: {_join(broke)} now "
             f"{'has' if len(broke) == 1 else 'have'} {_plural(len(broken), 'new failure')}, "
             f"the first at {where}: {_first_line(broken[0].message)}"
         )

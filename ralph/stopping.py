@@ -1,6 +1,7 @@
 """StopPolicy: when the loop ends, and when the next prompt should tell the agent to pivot.
 
-- success: the evaluator says every check passes (never the agent's word);
+- success: the evaluator says every target passes and no guard got worse (never the agent's
+  word; judging.py);
 - limit: `max_iterations` attempts made;
 - stalled (plateau): the last `patience` iterations did not beat the best reward seen before
   them and kept failing the same way (same error fingerprint as the attempt before);
@@ -84,7 +85,10 @@ class StopPolicy:
     def decide(self, history: list[Attempt], baseline: Attempt | None, spend: Spend) -> Decision:
         """After an iteration: stop (and why) or go on."""
         if history and history[-1].passed:
-            return Decision("success", f"all checks pass at iteration {history[-1].iteration}")
+            done = history[-1].iteration
+            return Decision(
+                "success", f"every target passes and no guard got worse at iteration {done}"
+            )
         exhausted = self.budget_exhausted(spend)
         if exhausted:
             return Decision("budget", exhausted)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from ralph.evaluators.base import Evaluation
+    from ralph.evaluators.base import CheckOutcome, Evaluation
     from ralph.loop import LoopResult
     from ralph.records import IterationRecord
     from ralph.stopping import Decision
@@ -46,6 +46,26 @@ def clip(text: str, width: int) -> str:
     cut = text[: width - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
+
+
+def check_word(outcome: CheckOutcome) -> str:
+    """A check's state in a word or three: a target's status; a guard held or got worse."""
+    v = outcome.verdict
+    if v is None or v.role == "target":
+        return outcome.result.status
+    if not v.judged:
+        return "guard, not judged"
+    if not v.ok:
+        return f"guard worse (+{len(v.regressions)} new)"
+    return f"guard ok ({v.preexisting} from before)" if v.preexisting else "guard ok"
+
+
+def _status_of(outcome: CheckOutcome) -> str:
+    """The colour key: a guard that held is green, whatever its findings from before."""
+    v = outcome.verdict
+    if v is not None and v.role == "guard":
+        return "pass" if v.ok else "fail"
+    return outcome.result.status
 
 
 def is_ci() -> bool:
@@ -84,11 +104,11 @@ class PlainReporter:
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
         label = "baseline" if iteration == 0 else f"iteration {iteration}"
         checks = ", ".join(
-            f"{o.spec.name} {o.result.status} ({o.result.duration_ms or 0} ms)"
+            f"{o.spec.name} {check_word(o)} ({o.result.duration_ms or 0} ms)"
             for o in evaluation.outcomes
         )
         self.line(f"{label}: reward {evaluation.reward:.2f} — {checks}")
-        for error in (evaluation.output.errors or [])[:3]:
+        for error in evaluation.relevant_errors()[:3]:
             where = error.location() or "-"
             self.line(f"    {where}  {error.message.splitlines()[0] if error.message else ''}")
 
@@ -177,16 +197,16 @@ class RichReporter(PlainReporter):
 
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
         colour = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
-        self.state["checks"] = [f"{o.spec.name} {o.result.status}" for o in evaluation.outcomes]
+        self.state["checks"] = [f"{o.spec.name} {check_word(o)}" for o in evaluation.outcomes]
         self.console.print(
             ("baseline" if iteration == 0 else f"iteration {iteration}")
             + f": reward {evaluation.reward:.2f}  "
             + "  ".join(
-                f"[{colour.get(o.result.status, 'white')}]{o.spec.name} {o.result.status}[/]"
+                f"[{colour.get(_status_of(o), 'white')}]{o.spec.name} {check_word(o)}[/]"
                 for o in evaluation.outcomes
             )
         )
-        for error in (evaluation.output.errors or [])[:3]:
+        for error in evaluation.relevant_errors()[:3]:
             where = error.location() or "-"
             first = error.message.splitlines()[0] if error.message else ""
             self.console.print(f"    [dim]{where}[/]  {first}", highlight=False)

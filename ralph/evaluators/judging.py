@@ -213,8 +213,10 @@ def _role(
 ) -> tuple[Role, str]:
     if success == "strict":
         return "target", "--strict: every check must pass"
-    if spec.role is not None:
-        return spec.role, "role set in the configuration"
+    if spec.role == "target":
+        return "target", "must end green (role set in the configuration)"
+    if spec.role == "guard":
+        return "guard", f"{_guard_why(spec, status, count)} (role set in the configuration)"
     kind = check_kind(spec)
     if kind == "tests":
         if status != "pass":
@@ -226,10 +228,18 @@ def _role(
         return "target", "named on the command line"
     if status == "pass":
         return "target", "passes now: must keep passing"
+    return "guard", _guard_why(spec, status, count)
+
+
+def _guard_why(spec: CheckSpec, status: str, count: int) -> str:
+    if status == "pass":
+        return "passes now: must keep passing"
     if status == "error":
-        return "guard", "could not run on the untouched tree: not judged (--strict judges it)"
-    what = f"{count} finding{'s' if count != 1 else ''}" if kind == "diagnostics" else "failing"
-    return "guard", f"{what} before the loop, not your task: no new ones allowed"
+        return "could not run on the untouched tree: not judged (--strict judges it)"
+    kind = check_kind(spec)
+    noun = {"tests": "failing test", "diagnostics": "finding"}.get(kind)
+    what = f"{count} {noun}{'s' if count != 1 else ''}" if noun else "failing"
+    return f"{what} before the loop, not your task: no new ones allowed"
 
 
 def make_baseline(
