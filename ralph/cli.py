@@ -172,6 +172,52 @@ def reflections_obsolete(
     views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
 
 
+@reflections_app.command("import")
+def reflections_import(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Artifact folders, .zip archives, repositories or their .aiwg/ralph."),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only list what would change.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Merge records from other machines into this memory; importing twice changes nothing."""
+    from ralph import transfer
+
+    report = transfer.import_records(store_here(), paths, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        transfer.render_import(report, console())
+    raise typer.Exit(1 if report.invalid or report.conflicts or report.skipped else 0)
+
+
+@reflections_app.command("export")
+def reflections_export(
+    loops: Annotated[
+        list[str] | None, typer.Argument(help="Loop ids; default every loop with records.")
+    ] = None,
+    zip_file: Annotated[
+        Path | None, typer.Option("--zip", help="Write one .zip archive here.")
+    ] = None,
+    folder: Annotated[Path | None, typer.Option("--dir", help="Copy into this folder.")] = None,
+) -> None:
+    """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory."""
+    from ralph.transfer import export_records
+
+    counts = export_records(store_here(), loops or [], zip_path=zip_file, folder=folder)
+    total = sum(n for _, n in counts)
+    where = zip_file if zip_file is not None else folder
+    loops_word = "loop" if len(counts) == 1 else "loops"
+    console(stderr=True).print(
+        f"exported {total} records of {len(counts)} {loops_word} to {where}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 # init --------------------------------------------------------------------------------------
 @app.command()
 def init(
