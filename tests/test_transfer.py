@@ -31,7 +31,9 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
 def exported(example_project: Path, tmp_path: Path, ralph: RunCli) -> Path:
     """The example loop exported from a project into a .zip."""
     archive = tmp_path / "memory.zip"
-    result = ralph("reflections", "export", EXAMPLE_LOOP, "--zip", str(archive), cwd=example_project)
+    result = ralph(
+        "reflections", "export", EXAMPLE_LOOP, "--zip", str(archive), cwd=example_project
+    )
     assert result.code == 0, result.err
     return archive
 
@@ -159,7 +161,9 @@ def test_an_obsolete_mark_here_is_not_a_conflict(
     assert json.loads(result.out)["unchanged"] == 3
 
 
-def test_invalid_records_are_reported_and_skipped(here: Path, tmp_path: Path, ralph: RunCli) -> None:
+def test_invalid_records_are_reported_and_skipped(
+    here: Path, tmp_path: Path, ralph: RunCli
+) -> None:
     source = tmp_path / "artifact" / EXAMPLE_LOOP
     shutil.copytree(REPO / ".aiwg" / "ralph" / "reflections" / EXAMPLE_LOOP, source)
     (source / "002.json").write_text("{not json")
