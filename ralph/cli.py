@@ -456,6 +456,33 @@ def demo(
     _finish(result, as_json)
 
 
+# batch -------------------------------------------------------------------------------------
+@app.command("batch")
+def batch_command(
+    tasks_file: Annotated[
+        Path,
+        typer.Argument(help="YAML list of tasks: task, and name, test, checks, actor, ..."),
+    ],
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue this file's unfinished loops.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with every loop at the end.")
+    ] = False,
+) -> None:
+    """Run many tasks on this repository, each a loop in a git worktree of its own."""
+    from ralph import batch
+
+    result = batch.run_batch(tasks_file, jobs=jobs, resume=resume)
+    if as_json:
+        print_json(result.to_json())
+    raise typer.Exit(result.exit_code)
+
+
 # analyze -----------------------------------------------------------------------------------
 @app.command()
 def analyze(
