@@ -370,10 +370,20 @@ def resume(
 def status(
     loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest.")] = None,
     as_json: JsonFlag = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a markdown summary (CI, pull requests).")
+    ] = False,
 ) -> None:
     """Show a loop's state, iteration, rewards and usage."""
     from ralph import runner, ui
 
+    if markdown:
+        from ralph.summary import loop_markdown
+
+        store = runner.store_for()
+        store.require()
+        sys.stdout.write(loop_markdown(store, loop or store.latest_loop()))
+        return
     info = runner.loop_status(loop)
     if as_json:
         print_json(info)
