@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 import zipfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ralph.lessons import retrieve_lessons
 from ralph.store import MemoryStore
 
 from .conftest import EXAMPLE_LOOP, REPO, RunCli
+from .fakes.calc_project import git, make_calc_repo
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
@@ -243,3 +245,39 @@ def test_bad_sources_are_one_line_errors(here: Path, tmp_path: Path, ralph: RunC
     assert no_dest.code == 2 and "--zip FILE or --dir DIR" in no_dest.err
     unknown = ralph("reflections", "export", "ralph-nope-1", "--dir", str(tmp_path), cwd=REPO)
     assert unknown.code == 2 and "has no records" in unknown.err
+
+
+def test_memories_of_two_clones_merge_into_a_third(
+    tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines each run a loop; a third imports both memories (an archive and a clone)."""
+    calc = "def add(a, b):\n    return a - b  # add\n\n\ndef sub(a, b):\n    return a + b  # sub\n"
+    origin = make_calc_repo(tmp_path / "origin", calc=calc, tests="", monkeypatch=monkeypatch)
+    clones = {}
+    for name in ("one", "two", "three"):
+        git(tmp_path, "clone", "-q", str(origin), name)
+        clones[name] = tmp_path / name
+    agent = f"cmd:{sys.executable} {Path(__file__).parent / 'fakes' / 'edit_agent.py'}"
+    ids = {}
+    for name, fix, expr in (
+        ("one", "a - b  # add => a + b  # add", "calc.add(2, 3) == 5"),
+        ("two", "a + b  # sub => a - b  # sub", "calc.sub(5, 3) == 2"),
+    ):
+        test = f'{sys.executable} -c "import calc, sys; sys.exit(not ({expr}))"'
+        task = f"fix {name}. FAKE-EDIT: calc.py :: {fix}"
+        run = ralph("run", task, "--actor", agent, "--test", test, "--json", cwd=clones[name])
+        assert run.code == 0, run.err
+        ids[name] = json.loads(run.out)["loop_id"]
+    archive = tmp_path / "one.zip"
+    assert ralph("reflections", "export", "--zip", str(archive), cwd=clones["one"]).code == 0
+    third = clones["three"]
+    merged = ralph("reflections", "import", str(archive), str(clones["two"]), cwd=third)
+    assert merged.code == 0, merged.err
+    analysis = json.loads(ralph("analyze", "--json", cwd=third).out)
+    assert analysis["summary"]["loops"] == 2 and analysis["summary"]["green_loops"] == 2
+    assert sorted(loop["loop_id"] for loop in analysis["loops"]) == sorted(ids.values())
+    before = snapshot(third)
+    again = ralph("reflections", "import", str(archive), str(clones["two"]), "--json", cwd=third)
+    assert again.code == 0 and json.loads(again.out)["added"] == []
+    assert snapshot(third) == before
+    assert git(third, "status", "--porcelain") == "?? .aiwg/"  # only memory, no code changed
