@@ -48,7 +48,7 @@ class LiveView(PlainView):
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, highlight=False)
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.entries: list[Entry] = []
 

@@ -100,6 +100,34 @@ def test_three_tasks_two_at_a_time_each_on_its_branch_and_the_checkout_untouched
     assert "0 to run" in again.err
 
 
+def test_a_later_loop_is_given_the_lessons_of_an_earlier_one(
+    repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    monkeypatch.setenv("AGENT_PROMPTS", str(prompts))
+    first = {**NO_FIX_MUL, "name": "first", "max_iterations": 1}
+    second = task("second", "a + b  # mul => a * b  # mul", "calc.mul(2, 3) == 6")
+    tasks = write_tasks(tmp_path / "tasks.yaml", [first, second])
+    result = ralph("batch", str(tasks), "--jobs", "1", "--json", cwd=repo)
+    loops = {e["name"]: e for e in json.loads(result.out)["loops"]}
+    assert [loops["first"]["status"], loops["second"]["status"]] == ["failed", "completed"]
+    prompt = (prompts / f"{loops['second']['loop_id']}-1.md").read_text()
+    assert "Lessons from earlier loops" in prompt
+    assert f"(from {loops['first']['loop_id']}#1)" in prompt
+
+
+def test_a_loop_that_cannot_start_is_an_error_entry(
+    repo: Path, tmp_path: Path, ralph: RunCli
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.yaml", [{**FIX_ADD, "actor": "no-such-actor"}])
+    result = ralph("batch", str(tasks), "--json", cwd=repo)
+    assert result.code == 1
+    (entry,) = json.loads(result.out)["loops"]
+    assert entry["status"] == "error" and entry["exit_code"] == 2
+    assert entry["error"].startswith("ralph: error:") and "no-such-actor" in entry["error"]
+
+
 def wait_for(predicate: Any, what: str, seconds: float = 90) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():

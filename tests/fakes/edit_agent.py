@@ -2,7 +2,8 @@
 its prompt (the task text carries them), after saying it started and, when asked, waiting.
 
 - $AGENT_STARTED (a folder): the agent writes `<loop id>` there with its pid when it starts;
-- $AGENT_GATE (a file): the agent waits (up to two minutes) until that file exists.
+- $AGENT_GATE (a file): the agent waits (up to two minutes) until that file exists;
+- $AGENT_PROMPTS (a folder): the agent keeps its prompt there as `<loop id>-<iteration>.md`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from _fake import apply_edits
 
 def main() -> None:
     prompt = Path(os.environ["RALPH_PROMPT_FILE"]).read_text()
+    prompts = os.environ.get("AGENT_PROMPTS")
+    if prompts:
+        name = f"{os.environ['RALPH_LOOP_ID']}-{os.environ['RALPH_ITERATION']}.md"
+        Path(prompts, name).write_text(prompt)
     started = os.environ.get("AGENT_STARTED")
     if started:
         Path(started, os.environ["RALPH_LOOP_ID"]).write_text(str(os.getpid()))
