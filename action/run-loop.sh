@@ -64,9 +64,9 @@ print(f"best-reward={'' if best is None else best}")
 PY
 ralph status "$loop_id" --markdown > "$work/summary.md"
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$work/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi
-ralph reflections export "$loop_id" --dir "$work/memory"
-{
-  echo "summary-file=$work/summary.md"
-  echo "memory-dir=$work/memory"
-} >> "$GITHUB_OUTPUT"
+echo "summary-file=$work/summary.md" >> "$GITHUB_OUTPUT"
+# an already green repository makes a loop without records: nothing to upload then
+if ralph reflections export "$loop_id" --dir "$work/memory" 2> /dev/null; then
+  echo "memory-dir=$work/memory" >> "$GITHUB_OUTPUT"
+fi
 exit 0

@@ -294,10 +294,12 @@ class Batch:
         self.view.begin(self.entries, jobs)
         queued = [e for e in self.entries if e.phase == "queued"]
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ralph-batch")
-        futures: list[Future[None]] = [pool.submit(self._work, e) for e in queued]
+        futures: list[Future[None]] = []
         interrupted = False
         try:
             with sigterm_as_interrupt():
+                for entry in queued:
+                    futures.append(pool.submit(self._work, entry))
                 while not all(f.done() for f in futures):
                     wait(futures, timeout=POLL_SECONDS)
                     self._poll()

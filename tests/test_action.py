@@ -267,3 +267,22 @@ def test_a_loop_that_cannot_start_fails_the_action_with_nothing_to_upload(
     assert "Upload the loop's memory" in run.skipped and "Push the loop's branch" in run.skipped
     assert not artifacts.exists()
     assert "the loop did not start" in run.logs["Run the loop"]
+
+
+def test_an_already_green_repository_leaves_nothing_to_push_or_upload(
+    workspace: Path, tmp_path: Path
+) -> None:
+    green = f'{sys.executable} -c "import calc"'
+    run, artifacts, _ = run_it(workspace, tmp_path, task="fix add", actor="claude", test=green,
+                               **{"open-pr": "true"})  # fmt: skip
+    assert run.failed is None, run.logs
+    assert run.outputs["status"] == "completed" and run.outputs["exit-code"] == "0"
+    assert run.outputs["branch"] == ""
+    assert set(run.skipped) == {
+        "Upload the loop's memory",
+        "Push the loop's branch",
+        "Open a pull request",
+        "Fail unless the checks pass",
+    }
+    assert not artifacts.exists() and not (tmp_path / "gh.log").exists()
+    assert "after 0 iterations" in summary_of(tmp_path / "runner-temp")
