@@ -228,7 +228,8 @@ def plan(store: MemoryStore, tasks: list[BatchTask], tasks_path: Path, resume: b
                 f"no earlier batch of {tasks_path} to resume",
                 hint=f"start it: `ralph batch {tasks_path}`",
             )
-        earlier = dict(read_json(record).get("loops") or {})
+        data = read_json(record)
+        earlier = dict(data.get("loops") or {}) if isinstance(data, dict) else {}
     entries = []
     for task in tasks:
         entry = Entry(task, earlier.get(task.name) or new_loop_id(task.name))
