@@ -55,7 +55,9 @@ string, to the share of loops green by iteration k), `mean_iterations_to_green`,
 one row per iteration, the baseline (when known) as iteration 0.
 
 Filters: `--since` keeps loops created at or after a time, `--status` those whose effective
-status matches ("unknown" without a readable state), `--task` those whose task contains the
+status matches ("unknown" with an unreadable state; a loop without a state file, such as an
+imported one, is "completed" when its last record passed, else "failed": see
+`ralph.transfer.status_from_records`), `--task` those whose task contains the
 text (case-insensitive). Loops are listed oldest first.
 """
 
@@ -74,6 +76,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ralph.errors import RalphError, StoreError
 from ralph.index import FactsReader, IterationFacts, LoopFiles, StateFacts
 from ralph.store import STATUSES, MemoryStore, pid_alive, validate_loop_id
+from ralph.transfer import status_from_records
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -240,11 +243,16 @@ def analyze(
                     f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
                 )
             loop_status = _status(state)
-            if status is not None and loop_status != status:
+            stateless = state is None and problem is None  # e.g. imported: status from records
+            if status is not None and loop_status != status and not stateless:
                 continue
             files = reader.records(loop_id)
             if state is None and problem is None and not files.records and not files.invalid:
                 continue  # a folder of logs without a state or a record: nothing to analyse
+            if stateless:
+                loop_status = status_from_records([r.passed for r in files.records])
+                if status is not None and loop_status != status:
+                    continue
             if not _wanted(state, files, since, task):
                 continue
             loops.append(_analyse_loop(loop_id, state, loop_status, files))

@@ -172,6 +172,52 @@ def reflections_obsolete(
     views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
 
 
+@reflections_app.command("import")
+def reflections_import(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Artifact folders, .zip archives, repositories or their .aiwg/ralph."),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only list what would change.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Merge records from other machines into this memory; importing twice changes nothing."""
+    from ralph import transfer
+
+    report = transfer.import_records(store_here(), paths, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        transfer.render_import(report, console())
+    raise typer.Exit(1 if report.invalid or report.conflicts or report.skipped else 0)
+
+
+@reflections_app.command("export")
+def reflections_export(
+    loops: Annotated[
+        list[str] | None, typer.Argument(help="Loop ids; default every loop with records.")
+    ] = None,
+    zip_file: Annotated[
+        Path | None, typer.Option("--zip", help="Write one .zip archive here.")
+    ] = None,
+    folder: Annotated[Path | None, typer.Option("--dir", help="Copy into this folder.")] = None,
+) -> None:
+    """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory."""
+    from ralph.transfer import export_records
+
+    counts = export_records(store_here(), loops or [], zip_path=zip_file, folder=folder)
+    total = sum(n for _, n in counts)
+    where = zip_file if zip_file is not None else folder
+    loops_word = "loop" if len(counts) == 1 else "loops"
+    console(stderr=True).print(
+        f"exported {total} records of {len(counts)} {loops_word} to {where}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 # init --------------------------------------------------------------------------------------
 @app.command()
 def init(
@@ -400,10 +446,20 @@ def resume(
 def status(
     loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest.")] = None,
     as_json: JsonFlag = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a markdown summary (CI, pull requests).")
+    ] = False,
 ) -> None:
     """Show a loop's state, iteration, rewards and usage."""
     from ralph import runner, ui
 
+    if markdown:
+        from ralph.summary import loop_markdown
+
+        store = runner.store_for()
+        store.require()
+        sys.stdout.write(loop_markdown(store, loop or store.latest_loop()))
+        return
     info = runner.loop_status(loop)
     if as_json:
         print_json(info)
@@ -484,6 +540,33 @@ def demo(
     if not quiet:
         demo.show_outcome(repo, result.loop_id, out)
     _finish(result, as_json)
+
+
+# batch -------------------------------------------------------------------------------------
+@app.command("batch")
+def batch_command(
+    tasks_file: Annotated[
+        Path,
+        typer.Argument(help="YAML list of tasks: task, and name, test, checks, actor, ..."),
+    ],
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue this file's unfinished loops.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with every loop at the end.")
+    ] = False,
+) -> None:
+    """Run many tasks on this repository, each a loop in a git worktree of its own."""
+    from ralph import batch
+
+    result = batch.run_batch(tasks_file, jobs=jobs, resume=resume)
+    if as_json:
+        print_json(result.to_json())
+    raise typer.Exit(result.exit_code)
 
 
 # analyze -----------------------------------------------------------------------------------

@@ -54,6 +54,12 @@ def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
     rows: list[dict[str, Any]] = []
     for item in listings:
         state = item.state
+        if state is None and item.record_count and not store.state_path(item.loop_id).exists():
+            from ralph.transfer import records_summary  # imported: described from its records
+
+            rows.append({"loop_id": item.loop_id, **records_summary(store, item.loop_id)})
+            rows[-1]["problem"] = None
+            continue
         rows.append(
             {
                 "loop_id": item.loop_id,

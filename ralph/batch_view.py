@@ -1,0 +1,102 @@
+"""How `ralph batch` shows its loops: one live table on a terminal, plain lines in CI and pipes.
+
+Both write to stderr, so `ralph batch --json` prints exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ralph.ui import PlainReporter, clip, sparkline
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from ralph.batch import Entry
+
+
+class PlainView:
+    """One timestamped line per event: a loop started, moved on an iteration, or finished."""
+
+    def __init__(self) -> None:
+        self.out = PlainReporter(sys.stderr)
+
+    def begin(self, entries: list[Entry], jobs: int) -> None:
+        todo = sum(1 for e in entries if e.phase == "queued")
+        self.out.line(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+        for entry in entries:
+            if entry.phase == "done":
+                self.out.line(f"[{entry.task.name}] {entry.loop_id} {entry.status} earlier")
+
+    def event(self, entry: Entry | None, text: str) -> None:
+        self.out.line(text if entry is None else f"[{entry.task.name}] {text}")
+
+    def update(self, entries: list[Entry]) -> None:
+        """Plain lines are written as events happen."""
+
+    def end(self, entries: list[Entry]) -> None:
+        green = sum(1 for e in entries if e.status == "completed")
+        self.out.line(f"batch: {green}/{len(entries)} loops green")
+
+
+class LiveView(PlainView):
+    """A rich table of every loop, redrawn in place; events appear above it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True, highlight=False)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+        self.entries: list[Entry] = []
+
+    def begin(self, entries: list[Entry], jobs: int) -> None:
+        self.entries = entries
+        self.live.start()
+        self.live.update(self._table())
+        todo = sum(1 for e in entries if e.phase == "queued")
+        self.console.print(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+
+    def event(self, entry: Entry | None, text: str) -> None:
+        if entry is None or entry.error or entry.phase == "done":
+            prefix = "" if entry is None else f"[{entry.task.name}] "
+            self.console.print(prefix + text, markup=False, soft_wrap=True)
+
+    def update(self, entries: list[Entry]) -> None:
+        self.live.update(self._table())
+
+    def end(self, entries: list[Entry]) -> None:
+        self.live.update(self._table())
+        self.live.stop()
+        super().end(entries)
+
+    def _table(self) -> RenderableType:
+        from rich import box
+        from rich.table import Table
+
+        table = Table(box=box.SIMPLE_HEAD, title="ralph batch", title_justify="left")
+        for column in ("task", "loop", "status", "iter", "best", "rewards"):
+            table.add_column(column, overflow="fold" if column == "loop" else "ellipsis")
+        for entry in self.entries:
+            best = "-" if entry.best_reward is None else f"{entry.best_reward:.2f}"
+            limit = entry.task.max_iterations
+            table.add_row(
+                clip(entry.task.name, 30),
+                entry.loop_id,
+                _styled(entry.status),
+                f"{entry.iteration}/{limit}" if limit else str(entry.iteration),
+                best,
+                sparkline(entry.rewards),
+            )
+        return table
+
+
+STYLES = {"completed": "green", "failed": "red", "error": "red", "running": "cyan"}
+
+
+def _styled(status: str) -> Any:
+    from rich.text import Text
+
+    return Text(status, style=STYLES.get(status, "yellow"))

@@ -1,0 +1,435 @@
+"""Memory that travels: `ralph reflections export` and `ralph reflections import`.
+
+Loops run on many machines (a CI matrix, colleagues' clones); their records travel as files — an
+artifact folder, a `.zip`, another clone's `.aiwg/ralph` — and are merged back here:
+
+- a record this memory lacks is written, once it validates (an invalid one is reported, skipped);
+- the same record again (equal JSON; a local obsolete mark aside) changes nothing, so importing
+  twice is harmless;
+- a record with the loop id and iteration of one here but other content is a conflict: never
+  overwritten, kept apart as `conflicts/<loop>/NNN-<hash>.json` and reported;
+- records of a loop running here are left alone (reported), so its own writes cannot collide.
+
+Only records travel, never state files: a loop's branch, worktree and process belong to the
+machine that ran it. A loop known only from its records is described from them
+(`status_from_records`, `records_summary`). Archives are read in memory, never extracted, and
+one member outside the archive's root (`..`, an absolute path, a symlink) refuses the archive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ralph import schemas
+from ralph.errors import StoreError
+from ralph.store import (
+    AIWG_DIR,
+    LOOP_ID_PATTERN,
+    RECORD_NAME,
+    MemoryStore,
+    atomic_write_json,
+    atomic_write_text,
+    read_json,
+    validate_loop_id,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+MAX_RECORD_BYTES = 5_000_000  # a record is kilobytes; anything bigger is not one of ours
+CONFLICTS_DIR = "conflicts"
+
+
+class ArchiveRefused(StoreError):
+    """A source with a path outside its root: nothing of it is imported."""
+
+
+@dataclass
+class Incoming:
+    """One record file found in a source: parsed and validated, or the reason it is not."""
+
+    origin: str
+    data: dict[str, Any] | None = None
+    problem: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        assert self.data is not None
+        return str(self.data["loop_id"]), int(self.data["iteration"])
+
+
+@dataclass
+class Conflict:
+    loop_id: str
+    iteration: int
+    origin: str
+    kept_at: str
+    new: bool
+
+
+@dataclass
+class ImportReport:
+    dry_run: bool
+    added: list[tuple[str, int, str]] = field(default_factory=list)
+    unchanged: int = 0
+    conflicts: list[Conflict] = field(default_factory=list)
+    invalid: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # origin, why (loop running)
+
+    @property
+    def loops(self) -> list[str]:
+        return sorted({loop_id for loop_id, _, _ in self.added})
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added) or any(c.new for c in self.conflicts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "added": [{"loop_id": lp, "iteration": i, "from": o} for lp, i, o in self.added],
+            "loops": self.loops,
+            "unchanged": self.unchanged,
+            "conflicts": [
+                {
+                    "loop_id": c.loop_id,
+                    "iteration": c.iteration,
+                    "from": c.origin,
+                    "kept_at": c.kept_at,
+                    "new": c.new,
+                }
+                for c in self.conflicts
+            ],
+            "invalid": [{"from": o, "reason": r} for o, r in self.invalid],
+            "skipped": [{"from": o, "reason": r} for o, r in self.skipped],
+        }
+
+
+# --- reading sources ---------------------------------------------------------------------------
+
+
+def read_sources(paths: Sequence[Path]) -> list[Incoming]:
+    """Every record file in `paths` (folders, `.zip` archives, record files), all read first.
+
+    An unsafe source raises before anything is imported from any source."""
+    found: list[Incoming] = []
+    for path in paths:
+        found.extend(_read_source(path))
+    return found
+
+
+def _read_source(path: Path) -> Iterator[Incoming]:
+    if not path.exists():
+        raise StoreError(f"{path}: no such file or directory")
+    if path.is_dir():
+        yield from _read_folder(_records_root(path))
+        return
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        yield from _read_zip(path)
+    elif RECORD_NAME.match(path.name):
+        yield _parse(str(path), _read_bytes(path), path.name, path.parent.name)
+    else:
+        raise StoreError(
+            f"{path}: not a folder, a .zip archive or a record (NNN.json)",
+            hint="give an artifact folder, a .zip, a repository or its .aiwg/ralph",
+        )
+
+
+def _records_root(folder: Path) -> Path:
+    """A repository's or a `.aiwg/ralph`'s reflections folder; any other folder as it is."""
+    for candidate in (folder / AIWG_DIR / "reflections", folder / "reflections"):
+        if candidate.is_dir() and not candidate.is_symlink():
+            return candidate
+    return folder
+
+
+def _read_folder(root: Path) -> Iterator[Incoming]:
+    found: list[Path] = []
+    for here, dirs, files in os.walk(root, followlinks=False):
+        for name in [*dirs, *files]:
+            if os.path.islink(os.path.join(here, name)):
+                raise ArchiveRefused(
+                    f"{os.path.join(here, name)}: a symlink inside {root}; nothing was imported",
+                    hint="copy the records themselves into the folder",
+                )
+        found.extend(Path(here, name) for name in files if RECORD_NAME.match(name))
+    for path in sorted(found):
+        yield _parse(str(path), _read_bytes(path), path.name, path.parent.name)
+
+
+def _read_bytes(path: Path) -> bytes | str:
+    """The file's bytes, or the reason they cannot be had (a str)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    return raw if len(raw) <= MAX_RECORD_BYTES else f"larger than {MAX_RECORD_BYTES} bytes"
+
+
+def _read_zip(path: Path) -> Iterator[Incoming]:
+    import zipfile
+    import zlib
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            for info in members:
+                _check_member(path, info)
+            for info in members:
+                member = PurePosixPath(info.filename)
+                if info.is_dir() or not RECORD_NAME.match(member.name):
+                    continue
+                with archive.open(info) as handle:
+                    raw = handle.read(MAX_RECORD_BYTES + 1)
+                content: bytes | str = raw
+                if len(raw) > MAX_RECORD_BYTES:
+                    content = f"larger than {MAX_RECORD_BYTES} bytes"
+                parent = member.parent.name
+                yield _parse(f"{path}:{info.filename}", content, member.name, parent)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, ValueError) as exc:
+        raise StoreError(f"{path}: cannot read the archive: {exc}") from None
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _check_member(path: Path, info: Any) -> None:
+    """Refuse the archive for a member that would land outside its root if extracted."""
+    name: str = info.filename
+    why = None
+    if stat.S_ISLNK(info.external_attr >> 16):
+        why = "is a symlink"
+    elif name.startswith(("/", "\\")) or _DRIVE.match(name):
+        why = "has an absolute path"
+    elif "\\" in name or ".." in PurePosixPath(name).parts:
+        why = "points outside the archive"
+    if why:
+        raise ArchiveRefused(
+            f"{path}: member {name!r} {why}; nothing was imported",
+            hint="only import archives made by `ralph reflections export` or a CI artifact",
+        )
+
+
+def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incoming:
+    if isinstance(content, str):
+        return Incoming(origin, problem=content)
+    try:
+        data = json.loads(content.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return Incoming(origin, problem=f"not JSON: {exc}")
+    problems = schemas.errors(schemas.RECORD, data)
+    if problems:
+        return Incoming(origin, problem=problems[0])
+    try:
+        from ralph.records import IterationRecord
+
+        IterationRecord.from_json(data)
+    except (TypeError, ValueError, KeyError) as exc:
+        return Incoming(origin, problem=str(exc))
+    match = RECORD_NAME.match(name)
+    if match and int(match.group(1)) != data["iteration"]:
+        return Incoming(origin, problem=f"iteration {data['iteration']} in a file named {name}")
+    if LOOP_ID_PATTERN.fullmatch(folder) and folder != data["loop_id"]:
+        return Incoming(origin, problem=f"loop {data['loop_id']} in a folder named {folder}")
+    return Incoming(origin, data)
+
+
+# --- merging -----------------------------------------------------------------------------------
+
+
+def comparable(data: Any) -> str:
+    """The record's meaning, for equality: a local obsolete mark does not make it different."""
+    if isinstance(data, dict) and isinstance(data.get("ralph"), dict):
+        data = {**data, "ralph": {k: v for k, v in data["ralph"].items() if k != "obsolete"}}
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def import_records(
+    store: MemoryStore, paths: Sequence[Path], *, dry_run: bool = False
+) -> ImportReport:
+    """Merge the records found in `paths` into `store` (see the module docstring)."""
+    incoming = read_sources(paths)
+    report = ImportReport(dry_run=dry_run)
+    pending: dict[tuple[str, int], str] = {}  # written (or to be) by this import
+    running: dict[str, bool] = {}
+    for item in incoming:
+        if item.data is None:
+            report.invalid.append((item.origin, item.problem or "invalid"))
+            continue
+        loop_id, iteration = item.key
+        if running.setdefault(loop_id, _running_here(store, loop_id)):
+            report.skipped.append((item.origin, f"loop {loop_id} is running here"))
+            continue
+        mine = comparable(item.data)
+        target = store.record_path(loop_id, iteration)
+        known = pending.get((loop_id, iteration))
+        if known is None and target.exists():
+            known = _comparable_file(target)
+        if known == mine:
+            report.unchanged += 1
+            continue
+        if known is not None:
+            report.conflicts.append(_keep_apart(store, item, mine, dry_run))
+            continue
+        pending[(loop_id, iteration)] = mine
+        report.added.append((loop_id, iteration, item.origin))
+        if not dry_run:
+            store.ensure()
+            atomic_write_json(target, item.data)
+    return report
+
+
+def _comparable_file(path: Path) -> str:
+    try:
+        return comparable(read_json(path))
+    except StoreError as exc:  # an unreadable local record still differs from any import
+        return f"unreadable: {exc.message}"
+
+
+def _running_here(store: MemoryStore, loop_id: str) -> bool:
+    from ralph.store import parse_state
+
+    path = store.state_path(loop_id)
+    if not path.exists():
+        return False
+    try:
+        return parse_state(path).effective_status() == "running"
+    except StoreError:
+        return False
+
+
+def _keep_apart(store: MemoryStore, item: Incoming, mine: str, dry_run: bool) -> Conflict:
+    loop_id, iteration = item.key
+    digest = hashlib.sha256(mine.encode("utf-8")).hexdigest()[:12]
+    path = store.base / CONFLICTS_DIR / loop_id / f"{iteration:03d}-{digest}.json"
+    new = not path.exists()
+    if new and not dry_run:
+        atomic_write_json(path, item.data)
+    shown = os.path.relpath(path, store.root)
+    return Conflict(loop_id, iteration, item.origin, shown, new)
+
+
+# --- exporting ---------------------------------------------------------------------------------
+
+
+def export_records(
+    store: MemoryStore,
+    loop_ids: Sequence[str],
+    *,
+    zip_path: Path | None = None,
+    folder: Path | None = None,
+) -> list[tuple[str, int]]:
+    """Copy the record files of `loop_ids` (default: every loop with records), byte for byte,
+    as `<loop>/NNN.json` into a new `.zip` or a folder. Returns (loop, records) per loop."""
+    if (zip_path is None) == (folder is None):
+        raise StoreError("export needs one destination", hint="--zip FILE or --dir DIR")
+    store.require()
+    ids = [validate_loop_id(i) for i in dict.fromkeys(loop_ids)] or [
+        i for i in store.loop_ids() if store.record_paths(i)
+    ]
+    files: list[tuple[str, Path]] = []
+    counts = []
+    for loop_id in ids:
+        paths = store.record_paths(loop_id)
+        if not paths:
+            raise StoreError(
+                f"loop {loop_id} has no records", hint="`ralph reflections list` shows the loops"
+            )
+        files.extend((f"{loop_id}/{path.name}", path) for _, path in paths)
+        counts.append((loop_id, len(paths)))
+    if not files:
+        raise StoreError("no records to export", hint="`ralph reflections list` shows the loops")
+    if zip_path is not None:
+        _write_zip(zip_path, files)
+    else:
+        assert folder is not None
+        for name, path in files:
+            atomic_write_text(folder / name, path.read_text("utf-8"))
+    return counts
+
+
+def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
+    """Written beside the target and renamed: a reader never sees half an archive."""
+    import tempfile
+    import zipfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w") as archive:
+            for name, path in files:
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- loops known only from their records -------------------------------------------------------
+
+
+def status_from_records(passed: Sequence[bool]) -> str:
+    """A loop imported without its state: `completed` when its last attempt passed (a loop
+    stops at green), else `failed`; `unknown` without any valid record."""
+    if not passed:
+        return "unknown"
+    return "completed" if passed[-1] else "failed"
+
+
+def records_summary(store: MemoryStore, loop_id: str) -> dict[str, Any]:
+    """What a listing shows of a loop without a state file, read from its valid records."""
+    records = store.valid_records(loop_id)
+    rewards = [r.evaluator_output.reward_signal or 0.0 for r in records]
+    return {
+        "task": next((r.task_description for r in records if r.task_description), None),
+        "status": status_from_records([r.evaluator_output.passed for r in records]),
+        "iterations": len(records),
+        "best_reward": max(rewards, default=None),
+        "updated_at": records[-1].timestamp if records else None,
+    }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render_import(report: ImportReport, console: Console) -> None:
+    """One line per change (and per problem), then the totals."""
+    verb = "would add" if report.dry_run else "added"
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    for loop_id, iteration, origin in report.added:
+        say(f"{verb} {loop_id}#{iteration} (from {origin})")
+    for c in report.conflicts:
+        kept = ("would be kept" if report.dry_run else "kept") if c.new else "already kept"
+        say(
+            f"conflict: {c.loop_id}#{c.iteration} from {c.origin} differs from the record here;"
+            f" {kept} apart at {c.kept_at}"
+        )
+    for origin, reason in report.invalid:
+        say(f"invalid, skipped: {origin}: {reason}")
+    for origin, reason in report.skipped:
+        say(f"skipped: {origin}: {reason}")
+    say(
+        f"{'dry run: ' if report.dry_run else ''}{verb} "
+        f"{_plural(len(report.added), 'record')} of {_plural(len(report.loops), 'loop')}; "
+        f"{report.unchanged} already here, {_plural(len(report.conflicts), 'conflict')}, "
+        f"{len(report.invalid)} invalid"
+    )

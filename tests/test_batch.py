@@ -1,0 +1,258 @@
+"""`ralph batch`: many tasks on one repository, each a loop in its own worktree and branch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ralph.batch import batch_file
+from ralph.store import MemoryStore
+
+from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
+from .fakes.processes import alive
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+CALC = """\
+def add(a, b):
+    return a - b  # add
+
+
+def sub(a, b):
+    return a + b  # sub
+
+
+def mul(a, b):
+    return a + b  # mul
+"""
+AGENT = f"cmd:{sys.executable} {FAKES / 'edit_agent.py'}"
+
+
+def check(expr: str) -> str:
+    return f'{sys.executable} -c "import calc, sys; sys.exit(not ({expr}))"'
+
+
+def task(name: str, edit: str, expr: str) -> dict[str, Any]:
+    return {"name": name, "task": f"fix {name}. FAKE-EDIT: calc.py :: {edit}", "test": check(expr)}
+
+
+FIX_ADD = task("add", "a - b  # add => a + b  # add", "calc.add(2, 3) == 5")
+FIX_SUB = task("sub", "a + b  # sub => a - b  # sub", "calc.sub(5, 3) == 2")
+NO_FIX_MUL = task("mul", "no such text => x", "calc.mul(2, 3) == 6")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return make_calc_repo(tmp_path / "repo", calc=CALC, tests="", monkeypatch=monkeypatch)
+
+
+def write_tasks(path: Path, tasks: list[dict[str, Any]], **defaults: Any) -> Path:
+    path.write_text(yaml.safe_dump({"defaults": {"actor": AGENT, **defaults}, "tasks": tasks}))
+    return path
+
+
+def test_three_tasks_two_at_a_time_each_on_its_branch_and_the_checkout_untouched(
+    repo: Path, tmp_path: Path, ralph: RunCli
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.yaml", [FIX_ADD, FIX_SUB, NO_FIX_MUL], max_iterations=1)
+    result = ralph("batch", str(tasks), "--jobs", "2", "--json", cwd=repo)
+    assert result.code == 1, result.err  # one task is not green
+    out = json.loads(result.out)
+    loops = {entry["name"]: entry for entry in out["loops"]}
+    assert [entry["name"] for entry in out["loops"]] == ["add", "sub", "mul"]
+    assert {n: e["status"] for n, e in loops.items()} == {
+        "add": "completed",
+        "sub": "completed",
+        "mul": "failed",
+    }
+    for name, entry in loops.items():
+        loop_id = entry["loop_id"]
+        assert loop_id.startswith(f"ralph-{name}-")
+        assert entry["branch"] == f"ralph/{loop_id}" and entry["iterations"] == 1
+        assert Path(entry["worktree"]).is_dir()
+    on_branch = {n: git(repo, "show", f"{e['branch']}:calc.py") for n, e in loops.items()}
+    assert on_branch["add"] == CALC.replace("a - b  # add", "a + b  # add").strip()
+    assert on_branch["sub"] == CALC.replace("a + b  # sub", "a - b  # sub").strip()
+    assert on_branch["mul"] == CALC.strip()
+    assert loops["mul"]["exit_code"] == 1 and loops["add"]["exit_code"] == 0
+    # every loop recorded into this repository's memory
+    assert set(MemoryStore(repo).loop_ids()) == {e["loop_id"] for e in loops.values()}
+    # the user's checkout: still on main, calc.py as committed, nothing but ralph's memory new
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert (repo / "calc.py").read_text() == CALC
+    assert git(repo, "status", "--porcelain") == "?? .aiwg/"
+    assert "[add] started" in result.err and "batch: 2/3 loops green" in result.err
+    # nothing is left to resume: finished loops are reported as they are
+    again = ralph("batch", str(tasks), "--resume", "--json", cwd=repo)
+    assert again.code == 1
+    assert [e["loop_id"] for e in json.loads(again.out)["loops"]] == [
+        loops[n]["loop_id"] for n in ("add", "sub", "mul")
+    ]
+    assert "0 to run" in again.err
+
+
+def test_a_later_loop_is_given_the_lessons_of_an_earlier_one(
+    repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    monkeypatch.setenv("AGENT_PROMPTS", str(prompts))
+    first = {**NO_FIX_MUL, "name": "first", "max_iterations": 1}
+    second = task("second", "a + b  # mul => a * b  # mul", "calc.mul(2, 3) == 6")
+    tasks = write_tasks(tmp_path / "tasks.yaml", [first, second])
+    result = ralph("batch", str(tasks), "--jobs", "1", "--json", cwd=repo)
+    loops = {e["name"]: e for e in json.loads(result.out)["loops"]}
+    assert [loops["first"]["status"], loops["second"]["status"]] == ["failed", "completed"]
+    prompt = (prompts / f"{loops['second']['loop_id']}-1.md").read_text()
+    assert "Lessons from earlier loops" in prompt
+    assert f"(from {loops['first']['loop_id']}#1)" in prompt
+
+
+def test_a_loop_that_cannot_start_is_an_error_entry(
+    repo: Path, tmp_path: Path, ralph: RunCli
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.yaml", [{**FIX_ADD, "actor": "no-such-actor"}])
+    result = ralph("batch", str(tasks), "--json", cwd=repo)
+    assert result.code == 1
+    (entry,) = json.loads(result.out)["loops"]
+    assert entry["status"] == "error" and entry["exit_code"] == 2
+    assert entry["error"].startswith("ralph: error:") and "no-such-actor" in entry["error"]
+
+
+def wait_for(predicate: Any, what: str, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_ctrl_c_stops_every_loop_resumably_and_resume_finishes_them(
+    repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    started.mkdir()
+    monkeypatch.setenv("AGENT_STARTED", str(started))
+    monkeypatch.setenv("AGENT_GATE", str(gate))
+    third = task("sub-again", "a + b  # sub => a - b  # sub", "calc.sub(5, 3) == 2")
+    tasks = write_tasks(tmp_path / "tasks.yaml", [FIX_ADD, FIX_SUB, third])
+    batch = subprocess.Popen(
+        [sys.executable, "-m", "ralph", "batch", str(tasks), "--jobs", "2", "--json"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(list(started.iterdir())) == 2, "two agents to start")
+    except AssertionError:
+        batch.kill()
+        raise AssertionError(batch.communicate()[1]) from None
+    store = MemoryStore(repo)
+    ids = json.loads(batch_file(store, tasks).read_text())["loops"]
+    assert not store.state_path(ids["sub-again"]).exists()  # both slots are taken
+    agents = [int(p.read_text()) for p in started.iterdir()]
+    batch.send_signal(signal.SIGINT)
+    out, err = batch.communicate(timeout=120)
+    assert batch.returncode == 130, err
+    report = json.loads(out)
+    assert report["interrupted"] is True
+    assert [e["status"] for e in report["loops"]] == ["paused", "paused", "not started"]
+    assert "ralph batch --resume" in err
+    assert not any(alive(pid) for pid in agents)
+    for name in ("add", "sub"):
+        assert store.read_state(ids[name]).status == "paused"
+    gate.write_text("open")
+    resumed = ralph("batch", str(tasks), "--resume", "--json", cwd=repo)
+    assert resumed.code == 0, resumed.err
+    done = {e["name"]: e for e in json.loads(resumed.out)["loops"]}
+    assert all(e["status"] == "completed" for e in done.values())
+    assert done["add"]["loop_id"] == ids["add"] and done["sub"]["loop_id"] == ids["sub"]
+    assert "[add] resumed" in resumed.err and "[sub-again] started" in resumed.err
+    assert (repo / "calc.py").read_text() == CALC
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- {name: a}\n", "task 1 ('a'): missing `task`"),
+        ("- {task: x, tset: y}\n", "task 1: unknown key 'tset'"),
+        ("- {name: a, task: x}\n- {name: a, task: y}\n", "task 2 ('a'): duplicate name 'a'"),
+        ("- fix the parser\n- fix the parser\n", "task 2: duplicate name 'fix-the-parser'"),
+        ("- {task: x, max-iterations: 0}\n", "task 1: `max_iterations` must be"),
+        ("- {task: x, checks: [{name: a}]}\n", "task 1: `checks` must be"),
+        ("- {task: x, actor: 3}\n", "task 1: `actor` must be"),
+        ("tasks: []\n", "no tasks"),
+        ("{jobs: 2, tasks: [x]}\n", "unknown top-level key 'jobs'"),
+        ("{defaults: {task: x}, tasks: [x]}\n", "defaults: unknown key 'task'"),
+        ("- [1, 2]\n", "task 1: expected a mapping"),
+        ("- {task: [\n", "cannot read YAML"),
+    ],
+)
+def test_a_wrong_tasks_file_is_one_line_and_nothing_starts(
+    repo: Path, tmp_path: Path, ralph: RunCli, text: str, message: str
+) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(text)
+    result = ralph("batch", str(tasks), cwd=repo)
+    assert result.code == 2
+    first, *rest = result.err.strip().splitlines()
+    assert first.startswith(f"ralph: error: {tasks}: ") and message in first, result.err
+    assert len(rest) <= 1 and "Traceback" not in result.err
+    assert not (repo / ".aiwg").exists()
+    assert git(repo, "branch", "--list") == "* main"
+
+
+def test_an_unknown_key_hints_at_the_right_one(repo: Path, tmp_path: Path, ralph: RunCli) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- {task: x, tset: y}\n")
+    assert "did you mean 'test'?" in ralph("batch", str(tasks), cwd=repo).err
+
+
+def test_batch_needs_git_and_a_tasks_file(tmp_path: Path, ralph: RunCli) -> None:
+    missing = ralph("batch", str(tmp_path / "nope.yaml"), cwd=tmp_path)
+    assert missing.code == 2 and "cannot read" in missing.err
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- fix it\n")
+    outside = ralph("batch", str(tasks), cwd=tmp_path)
+    assert outside.code == 2 and "needs a git repository" in outside.err
+    resume = tmp_path / "repo"
+    resume.mkdir()
+    git(resume, "init", "-q")
+    never = ralph("batch", str(tasks), "--resume", cwd=resume)
+    assert never.code == 2 and "no earlier batch" in never.err
+
+
+def test_the_live_table_shows_every_loop() -> None:
+    from rich.console import Console
+
+    from ralph.batch import BatchTask, Entry
+    from ralph.batch_view import LiveView
+
+    entry = Entry(BatchTask("add", "fix add", max_iterations=4), "ralph-add-00000001")
+    entry.status, entry.iteration, entry.best_reward, entry.rewards = "running", 2, 0.5, [0, 0.5]
+    view = LiveView()
+    view.entries = [entry]
+    console = Console(record=True, width=120)
+    console.print(view._table())
+    text = console.export_text()
+    assert "ralph-add-00000001" in text and "running" in text and "2/4" in text and "0.50" in text
+
+
+def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ralph.batch import make_view
+    from ralph.batch_view import LiveView, PlainView
+
+    monkeypatch.setenv("CI", "true")
+    view = make_view()
+    assert isinstance(view, PlainView) and not isinstance(view, LiveView)
+    assert os.environ["CI"] == "true"
