@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from .conftest import RunCli
-from .fakes.calc_project import git
+from .fakes.calc_project import git, make_calc_repo
 
 AGENT = r"""
 import json, os, sys
@@ -49,9 +49,6 @@ def test_negative() -> None:
     assert absolute(-3) == 3
 """
 PYPROJECT = """\
-[tool.pytest.ini_options]
-pythonpath = ["."]
-
 [tool.ruff]
 cache-dir = "/tmp/ralph-test-ruff-cache"
 
@@ -63,23 +60,11 @@ select = ["F"]
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """calc.py with one bug (test_negative fails), legacy.py with two old ruff findings."""
-    root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    files = {
-        "calc.py": BUGGY,
-        "legacy.py": LEGACY,
-        "tests/test_calc.py": TESTS,
-        "pyproject.toml": PYPROJECT,
-        ".gitignore": "__pycache__/\n.pytest_cache/\n",
-    }
-    for name, text in files.items():
-        (root / name).write_text(text)
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "t")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "t@example.invalid")
-    git(root, "init", "-q", "-b", "main")
+    root = make_calc_repo(tmp_path / "repo", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
+    (root / "legacy.py").write_text(LEGACY)
+    (root / "pyproject.toml").write_text(PYPROJECT)
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
+    git(root, "commit", "-q", "-m", "legacy code and lint configuration")
     tools = tmp_path / "tools"
     (tools / "seen").mkdir(parents=True)
     (tools / "agent.py").write_text(AGENT)

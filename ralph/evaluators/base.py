@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ralph.config import CheckSpec
 from ralph.records import CheckResult, Diagnostic, EvaluatorOutput, Metrics
@@ -96,17 +96,6 @@ class Evaluation:
 
     def roles(self) -> dict[str, str]:
         return {o.spec.name: o.verdict.role for o in self.outcomes if o.verdict is not None}
-
-    def summary(self) -> dict[str, Any]:
-        """What state.json keeps of the baseline, and what later scores are relative to."""
-        return {
-            "passed": self.passed,
-            "reward": self.reward,
-            "error_count": self.error_count,
-            "error_fingerprint": self.fingerprint,
-            "check_rewards": {o.spec.name: o.score for o in self.outcomes},
-            "check_error_counts": {o.spec.name: o.error_count for o in self.outcomes},
-        }
 
 
 class Evaluator(Protocol):
