@@ -109,6 +109,22 @@ def reflections_show(
     views.show_record(store, loop, iteration, console(), as_json=as_json)
 
 
+@app.command("trace")
+def trace_command(
+    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")],
+    iteration: Annotated[
+        int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
+    from ralph.trace_view import show_trace
+
+    store = store_here()
+    store.require()
+    show_trace(store, loop, iteration, console(), as_json=as_json)
+
+
 @reflections_app.command("validate")
 def reflections_validate(
     paths: Annotated[

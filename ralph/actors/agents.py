@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ralph import process
+from ralph import process, trace
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
 from ralph.errors import PreflightError, ProviderError
@@ -462,6 +462,7 @@ class AgentActor:
             cost_usd=parsed.cost_usd,
             tool_calls=parsed.tool_calls,
             summary=summary,
+            trajectory=trace.parse_stream(self.name, result.stdout),
         )
 
     def chat_client(self) -> AgentChatClient:
