@@ -249,3 +249,57 @@ def test_ralph_trace_of_an_unknown_loop_is_one_line_exit_2(tmp_path: Path, ralph
     result = ralph("trace", "ralph-nope-0a1b2c3d", cwd=tmp_path)
     assert result.code == 2 and result.err.startswith("ralph: error:")
     assert "Traceback" not in result.err
+
+
+def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the_checks(
+    tmp_path: Path, ralph: RunCli
+) -> None:
+    from ralph.records import (
+        ActorOutput,
+        EvaluatorOutput,
+        IterationRecord,
+        MemoryMetadata,
+        RalphExtension,
+        SelfReflection,
+        TraceSummary,
+    )
+    from ralph.store import MemoryStore
+
+    store = MemoryStore(tmp_path)
+    store.ensure()
+    traces = [
+        TraceSummary(steps=3, actions={"Read": 2, "Edit": 1}, ran_checks=False),
+        TraceSummary(steps=4, actions={"Bash": 2, "Edit": 1, "Grep": 1}, ran_checks=True),
+        None,  # an attempt without a trace is not counted
+    ]
+    for i, traced in enumerate(traces, 1):
+        passed = i == 2
+        store.write_record(
+            IterationRecord(
+                loop_id="ralph-t-0a1b2c3d",
+                iteration=i,
+                timestamp="2026-01-01T00:00:00Z",
+                actor_output=ActorOutput(actions=[], rationale="r"),
+                evaluator_output=EvaluatorOutput(
+                    passed=passed, verification_type="unit_tests", reward_signal=0.5
+                ),
+                self_reflection=SelfReflection(reflection_text="x"),
+                memory_metadata=MemoryMetadata(omega_capacity=3, current_memory_size=0),
+                ralph=RalphExtension(trace=traced),
+            )
+        )
+    result = ralph("analyze", "--json", cwd=tmp_path)
+    assert result.code == 0, result.err
+    stats = json.loads(result.out)["summary"]["agent_actions"]
+    assert stats == {
+        "traced_attempts": 2,
+        "per_iteration": {"edit": 1.0, "read": 1.0, "command": 1.0, "search": 0.5, "other": 0.0},
+        "ran_checks": 1,
+        "ran_checks_share": 0.5,
+        "passed_when_ran_checks": 1.0,
+        "passed_otherwise": 0.0,
+    }
+    shown = ralph("analyze", cwd=tmp_path)
+    assert "ran the checks itself in 50% of attempts, which passed 100%" in " ".join(
+        shown.out.split()
+    )
