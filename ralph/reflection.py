@@ -449,12 +449,9 @@ def heuristic_reflection(
             f"Abandon the approach of iteration {repeats[-1]}: it produced exactly the same "
             "errors; try a different strategy.",
         )
-    notes = [(o, check_note(trajectory, o.spec.name, o.spec.command)) for o in failing]
-    traced = [(o, note) for o, note in notes if note]
-    for outcome, _ in reversed(traced):
-        insights.insert(
-            0, f"Run `{outcome.spec.command}` yourself and read its output before you stop."
-        )
+    notes = [check_note(trajectory, o.spec.name, o.spec.command) for o in failing]
+    traced = [note for note in notes if note]
+    insights[:0] = [advice for _, advice in traced]
     indices = [
         i
         for i, action in enumerate(actor_output.actions)
@@ -465,7 +462,7 @@ def heuristic_reflection(
             " ".join(
                 [
                     _heuristic_text(evaluation, failing, errors, files, repeats, fixed, broken),
-                    *(note for _, note in traced),
+                    *(note for note, _ in traced),
                 ]
             )
         ),

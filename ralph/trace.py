@@ -616,20 +616,37 @@ def store_attempt(
         return None, f"(no trace: {type(exc).__name__})"
 
 
-def check_note(line: str, name: str, command: str) -> str | None:
-    """What a compact trajectory says about a failing check: never run, or run and left failing.
+def check_note(line: str, name: str, command: str) -> tuple[str, str] | None:
+    """What a compact trajectory says about a failing check, and what to do instead: never run,
+    run only before the last edit, or run and left failing.
 
     None when the trace cannot tell (it shows no commands and no reads: a `cmd:` actor or an
-    LLM provider, whose work ralph does not see) or when the agent saw the check pass.
+    LLM provider, whose work ralph does not see) or when the agent's last run passed.
     """
     parts = line.split("; ") if line else []
-    runs = [p for p in parts if p.startswith("ran ")]
-    if not runs and not any(p.startswith(("read ", "searched ")) for p in parts):
+    if not any(p.startswith(("ran ", "read ", "searched ")) for p in parts):
         return None
     words = check_words([command])
-    mine = [p for p in runs if words & {w.rsplit("/", 1)[-1] for w in p[4:].split()}]
-    if not mine:
-        return f"I never ran {name} (`{command}`) myself before stopping, so I never saw it fail."
-    if mine[-1].endswith("(failed)"):
-        return f"My last run of {name} failed ({mine[-1][4:]}) and I stopped anyway."
+    runs = [
+        i
+        for i, p in enumerate(parts)
+        if p.startswith("ran ") and words & {w.rsplit("/", 1)[-1] for w in p[4:].split()}
+    ]
+    if not runs:
+        return (
+            f"I never ran {name} (`{command}`) myself before stopping, so I never saw it fail.",
+            f"Run `{command}` yourself and read its output before you stop.",
+        )
+    last = parts[runs[-1]]
+    if any(p.startswith("edited ") for p in parts[runs[-1] + 1 :]):
+        return (
+            f"I edited the code after my last run of {name} ({last[4:]}) and did not run it "
+            "again before stopping.",
+            f"After your last edit, run `{command}` again and stop only when it passes.",
+        )
+    if last.endswith("(failed)"):
+        return (
+            f"My last run of {name} failed ({last[4:]}) and I stopped anyway.",
+            f"Do not stop while `{command}` fails: read its output and fix what it reports.",
+        )
     return None

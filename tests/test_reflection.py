@@ -485,7 +485,7 @@ def test_no_location_is_not_flagged_when_diagnostics_have_no_files() -> None:
     assert "no_location" not in flags and "generic" not in flags
 
 
-STEPS = "read dates/parser.py; ran ruff check . (failed); edited dates/parser.py"
+STEPS = "read dates/parser.py; edited dates/parser.py; ran ruff check . (failed)"
 
 
 def test_the_reflector_prompt_carries_the_compact_trajectory() -> None:
@@ -506,7 +506,7 @@ def test_the_heuristic_names_checks_never_run_and_runs_left_failing() -> None:
     insights = outcome.reflection.actionable_insights or []
     assert insights[:2] == [
         "Run `tests` yourself and read its output before you stop.",
-        "Run `ruff` yourself and read its output before you stop.",
+        "Do not stop while `ruff` fails: read its output and fix what it reports.",
     ]
     unseen = reflect(None, trajectory="edited dates/parser.py").reflection.reflection_text
     assert "never ran" not in unseen  # an actor whose commands ralph cannot see: no claim

@@ -167,11 +167,19 @@ def test_summary_and_compact_line(tmp_path: Path) -> None:
     assert other.ran_checks is False
 
 
-def test_check_note_names_a_check_never_run_or_left_failing() -> None:
-    assert "never ran pytest" in (trace.check_note("read a.py; edited a.py", "pytest", "pytest"))
-    failed = trace.check_note("ran pytest -k x (failed); edited a.py", "pytest", "pytest -q")
-    assert failed == "My last run of pytest failed (pytest -k x (failed)) and I stopped anyway."
-    assert trace.check_note("ran pytest -k x", "pytest", "pytest") is None
+def test_check_note_names_a_check_never_run_run_before_the_edit_or_left_failing() -> None:
+    never = trace.check_note("read a.py; edited a.py", "pytest", "pytest")
+    assert never is not None and "never ran pytest" in never[0]
+    assert never[1] == "Run `pytest` yourself and read its output before you stop."
+    before = trace.check_note("ran pytest -k x (failed); edited a.py", "pytest", "pytest -q")
+    assert before is not None and before[0] == (
+        "I edited the code after my last run of pytest (pytest -k x (failed)) and did not run "
+        "it again before stopping."
+    )
+    failed = trace.check_note("edited a.py; ran pytest -k x (failed)", "pytest", "pytest -q")
+    assert failed is not None
+    assert failed[0] == "My last run of pytest failed (pytest -k x (failed)) and I stopped anyway."
+    assert trace.check_note("edited a.py; ran pytest -k x", "pytest", "pytest") is None
     assert trace.check_note("edited a.py", "pytest", "pytest") is None  # cannot tell
 
 
@@ -233,7 +241,7 @@ def test_a_loop_writes_traces_that_match_the_stream_and_ralph_trace_shows_them(
     record = json.loads((root / ".aiwg/ralph/reflections" / loop / "001.json").read_text())
     summary = record["ralph"]["trace"]
     assert summary["files_edited"] == ["calc.py"] and summary["ran_checks"] is True
-    assert "I stopped anyway" in record["self_reflection"]["reflection_text"]
+    assert "did not run it again" in record["self_reflection"]["reflection_text"]
     assert ralph("reflections", "validate", cwd=root).code == 0
 
     shown = ralph("trace", loop, cwd=root)
