@@ -46,7 +46,9 @@ class ProvDocument:
     def relation(self, kind: str, **roles: Any) -> None:
         """`prov_entity="x"` -> `"prov:entity": "x"` (a Python name cannot hold the colon)."""
         data = {k.replace("_", ":", 1): v for k, v in roles.items() if v is not None}
-        self.sections.setdefault(kind, {})[f"_:r{next(self._ids)}"] = data
+        section = self.sections.setdefault(kind, {})
+        if data not in section.values():  # the same delegation, once per loop, is one
+            section[f"_:r{next(self._ids)}"] = data
 
     def to_json(self) -> dict[str, Any]:
         return {"prefix": {"ralph": NAMESPACE}, **self.sections}

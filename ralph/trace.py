@@ -72,6 +72,7 @@ SEARCH_TOOLS = {
     "web_fetch",
     "google_web_search",
 }
+READ_COMMANDS = {"cat", "head", "tail", "nl", "less", "more"}
 COMMAND_TOOLS = {"bash", "shell", "run_shell_command", "command", "command_execution", "exec"}
 PATH_KEYS = ("file_path", "filePath", "absolute_path", "notebook_path", "path", "paths")
 WRAPPERS = {"python", "python3", "-m", "uv", "run", "poetry", "npx", "pipx", "hatch", "pdm"}
@@ -510,6 +511,17 @@ def _relative(path: str, workdir: Path | None) -> str:
     return path
 
 
+def shown_files(command: str, workdir: Path | None) -> list[str]:
+    """The files a `cat`/`head`/`tail`/`nl`/`less` command shows: how codex reads a file."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    if not words or words[0] not in READ_COMMANDS or any(w in "|;&><" for w in words):
+        return []
+    return [_relative(w, workdir) for w in words[1:] if not w.startswith("-") and not w.isdigit()]
+
+
 def check_words(commands: Iterable[str]) -> set[str]:
     """The program each check runs: `python -m pytest -q` -> pytest, `uv run mypy .` -> mypy."""
     words = set()
@@ -558,6 +570,7 @@ def summarize(
             read_files += [f for f in files if f not in read_files]
         elif step.kind == "command" and step.target:
             commands.append(step.target)
+            read_files += [f for f in shown_files(step.target, workdir) if f not in read_files]
     return TraceSummary(
         steps=len(trajectory.steps),
         dropped=trajectory.dropped,

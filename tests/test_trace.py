@@ -241,6 +241,7 @@ def test_a_loop_writes_traces_that_match_the_stream_and_ralph_trace_shows_them(
     record = json.loads((root / ".aiwg/ralph/reflections" / loop / "001.json").read_text())
     summary = record["ralph"]["trace"]
     assert summary["files_edited"] == ["calc.py"] and summary["ran_checks"] is True
+    assert summary["files_read"] == ["calc.py"]  # codex reads with `cat`
     assert "did not run it again" in record["self_reflection"]["reflection_text"]
     assert ralph("reflections", "validate", cwd=root).code == 0
 
