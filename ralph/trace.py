@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -270,38 +270,16 @@ def bounded(trajectory: Trajectory) -> Trajectory:
     return trajectory
 
 
-def _events(stdout: str, trajectory: Trajectory) -> Iterator[dict[str, Any]]:
-    """JSON objects one a line (or one JSON document); other lines are counted, not fatal."""
-    stripped = stdout.strip()
-    if stripped.startswith(("[", "{")) and "\n" not in stripped:
-        try:
-            document = json.loads(stripped)
-        except ValueError:
-            document = None
-        if isinstance(document, list):
-            yield from (item for item in document[:MAX_EVENTS] if isinstance(item, dict))
-            trajectory.dropped += max(0, len(document) - MAX_EVENTS)
-            return
-        if isinstance(document, dict):
-            yield document
-            return
-    seen = 0
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            value = json.loads(line) if line.startswith("{") else None
-        except ValueError:
-            value = None
-        if not isinstance(value, dict):
-            trajectory.unparsed += 1
-            continue
-        seen += 1
-        if seen > MAX_EVENTS:
-            trajectory.dropped += 1
-            continue
-        yield value
+def _document(stdout: str) -> list[dict[str, Any]] | None:
+    """The events of output that is one JSON document (an object, or a list of events)."""
+    if not stdout.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        document = json.loads(stdout)
+    except ValueError:
+        return None
+    items = document if isinstance(document, list) else [document]
+    return [item for item in items if isinstance(item, dict)]
 
 
 def _iso(value: Any) -> str | None:
@@ -436,19 +414,88 @@ def _opencode(events: Iterable[dict[str, Any]], b: _Builder) -> None:
 
 
 STREAMS = {"claude": _claude, "codex": _codex, "gemini": _gemini, "opencode": _opencode}
+EVENT_STRING_CHARS = 4000  # strings kept per event while the stream flows (fields trim later)
+MAX_LINE_CHARS = 2_000_000  # a longer unfinished line is noise, not an event
+
+
+def _shrunk(value: Any) -> Any:
+    """An event with every string cut to EVENT_STRING_CHARS: bounded memory per event."""
+    if isinstance(value, str):
+        return value[:EVENT_STRING_CHARS]
+    if isinstance(value, list):
+        return [_shrunk(v) for v in value[:200]]
+    if isinstance(value, dict):
+        return {k: _shrunk(v) for k, v in value.items()}
+    return value
+
+
+class StreamTracer:
+    """Reads the agent's stdout as it flows (an `on_output` tee), so the trajectory sees every
+    event even where the captured output keeps only its head and tail."""
+
+    def __init__(self, forward: Callable[[str, str], None] | None = None) -> None:
+        self.forward = forward
+        self.partial = ""
+        self.events: list[dict[str, Any]] = []
+        self.unparsed = 0
+        self.dropped = 0
+        self.seen = False
+
+    def on_output(self, stream: str, text: str) -> None:
+        if self.forward is not None:
+            self.forward(stream, text)
+        if stream == "stdout":
+            self.feed(text)
+
+    def feed(self, text: str) -> None:
+        self.seen = True
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        if len(self.partial) > MAX_LINE_CHARS:
+            self.partial, self.unparsed = "", self.unparsed + 1
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            value = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            self.unparsed += 1
+        elif len(self.events) >= MAX_EVENTS:
+            self.dropped += 1
+        else:
+            self.events.append(_shrunk(value))
+
+    def trajectory(self, source: str, stdout: str) -> Trajectory | None:
+        """The trajectory of what flowed; from `stdout` when nothing came through the tee."""
+        reader = STREAMS.get(source)
+        if reader is None:
+            return None
+        if not self.seen:
+            self.feed(stdout)
+        self._line(self.partial)  # the last line, maybe cut off: counted when it is not JSON
+        self.partial = ""
+        document = None if self.events else _document(stdout)
+        if document:  # `--output-format json`: one document, maybe over many lines
+            self.events, self.unparsed = [_shrunk(e) for e in document[:MAX_EVENTS]], 0
+            self.dropped = max(0, len(document) - MAX_EVENTS)
+        b = _Builder(source)
+        b.trajectory.unparsed, b.trajectory.dropped = self.unparsed, self.dropped
+        try:
+            reader(iter(self.events), b)
+        except Exception as exc:  # a malformed stream keeps what parsed
+            b.trajectory.error = f"{type(exc).__name__}: {exc}"[:200]
+        return b.finish()
 
 
 def parse_stream(source: str, stdout: str) -> Trajectory | None:
     """The trajectory in an agent CLI's output; None for a tool without a JSON stream."""
-    reader = STREAMS.get(source)
-    if reader is None:
-        return None
-    b = _Builder(source)
-    try:
-        reader(_events(stdout, b.trajectory), b)
-    except Exception as exc:  # a malformed stream keeps what parsed; never fails the iteration
-        b.trajectory.error = f"{type(exc).__name__}: {exc}"[:200]
-    return b.finish()
+    return StreamTracer().trajectory(source, stdout)
 
 
 def from_result(acted: ActorResult, source: str) -> Trajectory:

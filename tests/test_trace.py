@@ -312,3 +312,31 @@ def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the
     assert "ran the checks itself in 50% of attempts, which passed 100%" in " ".join(
         shown.out.split()
     )
+
+
+def test_a_session_longer_than_the_captured_output_keeps_every_step(
+    fakes: None, ctx: ActorContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """process.run keeps only the head and tail of stdout; the trace reads it as it flows."""
+    (ctx.workdir / "app.py").write_text("VALUE = 1\n" + "# padding\n" * 5000)  # 50 KB a read
+    monkeypatch.setenv("FAKE_AGENT_REPEAT", "12")  # 600 KB of stream, above the capture cap
+    trajectory = run("claude", ctx)
+    assert [s.tool for s in trajectory.steps] == ["Read"] * 12 + ["Edit", None]
+    assert trajectory.unparsed == 0 and trajectory.dropped == 0
+
+
+def test_the_tracer_joins_lines_split_across_chunks() -> None:
+    line = json.dumps(
+        {
+            "type": "item.completed",
+            "item": {"id": "1", "type": "command_execution", "command": "make", "exit_code": 0},
+        }
+    )
+    seen: list[str] = []
+    tracer = trace.StreamTracer(lambda stream, text: seen.append(text))
+    for i in range(0, len(line), 7):
+        tracer.on_output("stdout", line[i : i + 7])
+    tracer.on_output("stderr", "warning\n")
+    trajectory = tracer.trajectory("codex", "")
+    assert trajectory is not None and [s.target for s in trajectory.steps] == ["make"]
+    assert "".join(seen) == line + "warning\n"  # the live view still gets everything
