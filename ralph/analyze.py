@@ -35,6 +35,9 @@ Definitions:
 - **recurring root causes**: `credit_assignment.root_cause`, normalised (lowercase, whitespace
   collapsed, trailing `.,;:!?` stripped), found in 3 or more iterations across or within loops:
   the agent is not learning from them. Listed with their loops and iterations.
+- **agent actions** (`agent_actions`, per loop and overall): edits, reads, commands per
+  iteration from the records' `ralph.trace`, and the share of attempts in which the agent ran
+  the checks itself beside how often those passed (see `ralph.trace_stats`).
 - **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens, `cost_usd` (None
   when no record knows its cost) and the phase durations in `ralph.duration_ms`.
 
@@ -76,6 +79,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ralph.errors import RalphError, StoreError
 from ralph.index import FactsReader, IterationFacts, LoopFiles, StateFacts
 from ralph.store import STATUSES, MemoryStore, pid_alive, validate_loop_id
+from ralph.trace_stats import action_stats
 from ralph.transfer import status_from_records
 
 if TYPE_CHECKING:
@@ -506,6 +510,7 @@ def loop_json(loop: LoopAnalysis) -> dict[str, Any]:
         "cost_usd": loop.cost_usd,
         "wall_seconds": loop.wall_seconds,
         "invalid_files": loop.invalid_files,
+        "agent_actions": action_stats(loop.records),
     }
 
 
@@ -547,6 +552,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
                 },
             },
             "lessons_from_other_loops": _rate_json(eff.lessons),
+            "agent_actions": action_stats([r for loop in a.loops for r in loop.records]),
             "recurring_root_causes": [
                 {
                     "root_cause": c.root_cause,

@@ -165,6 +165,9 @@ def render(a: Analysis, console: Console) -> None:
         _render_categories(a, console)
         _render_effectiveness(a, console)
         _render_breakthroughs(a, console)
+        from ralph import trace_stats
+
+        trace_stats.render([r for loop in a.loops for r in loop.records], console)
         if s.recurring_root_causes:
             table = _table("recurring root causes (not learnt from)", ["n", "root cause", "loops"])
             for c in s.recurring_root_causes[:20]:

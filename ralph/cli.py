@@ -109,6 +109,22 @@ def reflections_show(
     views.show_record(store, loop, iteration, console(), as_json=as_json)
 
 
+@app.command("trace")
+def trace_command(
+    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")],
+    iteration: Annotated[
+        int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
+    from ralph.trace_view import show_trace
+
+    store = store_here()
+    store.require()
+    show_trace(store, loop, iteration, console(), as_json=as_json)
+
+
 @reflections_app.command("validate")
 def reflections_validate(
     paths: Annotated[
@@ -203,8 +219,21 @@ def reflections_export(
         Path | None, typer.Option("--zip", help="Write one .zip archive here.")
     ] = None,
     folder: Annotated[Path | None, typer.Option("--dir", help="Copy into this folder.")] = None,
+    prov: Annotated[
+        bool, typer.Option("--prov", help="Write W3C PROV provenance instead (stdout or -o).")
+    ] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="PROV file.")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="PROV format: json (PROV-JSON) or jsonld.")
+    ] = "json",
 ) -> None:
-    """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory."""
+    """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory;
+    with --prov, where every reflection and lesson came from, as W3C PROV."""
+    if prov or output is not None:
+        from ralph.provenance import write_prov
+
+        write_prov(store_here(), loops or [], output=output, fmt=fmt)
+        return
     from ralph.transfer import export_records
 
     counts = export_records(store_here(), loops or [], zip_path=zip_file, folder=folder)

@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from ralph.records import BEST_FAILING_REWARD
 from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
+from ralph.trace_stats import trace_facts
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 3  # 3: a failing record's reward is read capped at 0.99
+INDEX_VERSION = 4  # 3: a failing record's reward is read capped at 0.99; 4: trace actions
 T = TypeVar("T")
 
 
@@ -49,6 +50,8 @@ class IterationFacts:
     task: str | None
     lessons_used: int
     improved: bool | None
+    actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
+    ran_checks: bool | None = None  # whether the agent ran the checks itself
 
 
 @dataclass(slots=True)
@@ -156,6 +159,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         task=task if isinstance(task, str) else None,
         lessons_used=len(lessons) if isinstance(lessons, list) else 0,
         improved=improved if isinstance(improved, bool) else None,
+        **trace_facts(ext.get("trace")),
     )
 
 

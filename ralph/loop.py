@@ -372,8 +372,14 @@ class LoopRunner:
             files_modified=changes.paths() or None,
             total_changes=changes.total(),
         )
+        from ralph import trace
+
+        checks = [o.spec.command for o in evaluation.outcomes]
+        traced, steps = trace.store_attempt(
+            artifacts, acted, self.parts.actor.name, checks, self.workdir
+        )
         reflection, source, flags, reflect_usage = self._reflect(
-            state, iteration, actor_output, evaluation, changes.summary(), durations
+            state, iteration, actor_output, evaluation, changes.summary(), durations, steps
         )
         record = self._record(
             state, iteration, actor_output, evaluation, reflection, window, omega, prompt
@@ -392,6 +398,7 @@ class LoopRunner:
             prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
             lessons_used=[lesson.id for lesson in lessons],
             error_fingerprint=evaluation.fingerprint,
+            trace=traced,
             **_judgement_fields(evaluation),
         )
         if acted.timed_out:
@@ -450,6 +457,7 @@ class LoopRunner:
         evaluation: Evaluation,
         diff_summary: str,
         durations: dict[str, int],
+        trajectory: str = "",
     ) -> tuple[SelfReflection, Any, list[str], tuple[int | None, int | None, float | None]]:
         from ralph.reflection import quality_flags, success_reflection
 
@@ -465,6 +473,7 @@ class LoopRunner:
             evaluation=evaluation,
             earlier=self.records,
             diff_summary=diff_summary,
+            trajectory=trajectory,
         )
         durations["reflect"] = _ms(clock)
         if outcome.error:

@@ -297,6 +297,7 @@ def reflection_prompt_context(
     evaluation: Evaluation,
     earlier: Sequence[IterationRecord],
     diff_summary: str = "",
+    trajectory: str = "",
 ) -> dict[str, Any]:
     """What reflection.mustache reads: the attempt, the checks' verdict, earlier reflections."""
     actions = []
@@ -333,6 +334,7 @@ def reflection_prompt_context(
         "has_actions": bool(actions),
         "rationale": cap(actor_output.rationale.strip(), 2000),
         "diff_summary": cap(diff_summary.strip(), 6000),
+        "trajectory": cap(trajectory.strip(), 2000),
         "reward": f"{evaluation.reward:.2f}",
         "checks": [
             {"name": o.spec.name, "status": o.result.status, "summary": judgement_line(o)}

@@ -215,6 +215,20 @@ class Usage:
 
 
 @dataclass
+class TraceSummary:
+    """What the agent did in the attempt, from its trajectory (NNN/trace.jsonl, ralph/trace.py)."""
+
+    steps: int = 0
+    dropped: int = 0
+    unparsed: int = 0
+    actions: dict[str, int] = field(default_factory=dict)  # tool -> calls
+    files_read: list[str] = field(default_factory=list)
+    files_edited: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    ran_checks: bool | None = None  # did the agent run one of the checks itself; None: unknown
+
+
+@dataclass
 class RalphExtension:
     schema_version: str = SCHEMA_VERSION
     reflection_source: ReflectionSource = "heuristic"
@@ -230,6 +244,7 @@ class RalphExtension:
     remaining: int | None = None  # target failures left
     regressions: int | None = None  # what worked before the loop and fails now
     obsolete: bool | None = None  # marked by `ralph reflections obsolete`: never injected again
+    trace: TraceSummary | None = None  # the agent's trajectory in short (ralph/trace.py)
 
 
 @dataclass

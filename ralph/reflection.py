@@ -85,13 +85,14 @@ class Reflector:
         evaluation: Evaluation,
         earlier: list[IterationRecord],
         diff_summary: str = "",
+        trajectory: str = "",
     ) -> ReflectionOutcome:
         if evaluation.passed:
             return ReflectionOutcome(success_reflection(evaluation, actor_output), "success")
         usage = _UsageSum()
         try:
             if self.client is None:
-                return self._heuristic(evaluation, actor_output, earlier, usage, None)
+                return self._heuristic(evaluation, actor_output, earlier, usage, None, trajectory)
             context = reflection_prompt_context(
                 task=task,
                 iteration=iteration,
@@ -99,6 +100,7 @@ class Reflector:
                 evaluation=evaluation,
                 earlier=earlier,
                 diff_summary=diff_summary,
+                trajectory=trajectory,
             )
             prompt = redact(render("reflection", context, project_root=self.project_root))
             messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
@@ -119,7 +121,7 @@ class Reflector:
             reason = f"reflection invalid after one repair: {problems[0]}"
         except Exception as exc:  # a reflector failure must never stop the loop
             reason = one_line(exc)
-        return self._heuristic(evaluation, actor_output, earlier, usage, reason)
+        return self._heuristic(evaluation, actor_output, earlier, usage, reason, trajectory)
 
     def _chat(self, messages: list[Message], usage: _UsageSum) -> str:
         assert self.client is not None
@@ -140,8 +142,9 @@ class Reflector:
         earlier: list[IterationRecord],
         usage: _UsageSum,
         error: str | None,
+        trajectory: str = "",
     ) -> ReflectionOutcome:
-        reflection = heuristic_reflection(evaluation, actor_output, earlier)
+        reflection = heuristic_reflection(evaluation, actor_output, earlier, trajectory)
         flags = quality_flags(reflection, evaluation)
         return ReflectionOutcome(reflection, "heuristic", flags, *usage.totals(), error=error)
 
@@ -422,9 +425,15 @@ def _sentence(text: str) -> str:
 
 
 def heuristic_reflection(
-    evaluation: Evaluation, actor_output: ActorOutput, earlier: Sequence[IterationRecord]
+    evaluation: Evaluation,
+    actor_output: ActorOutput,
+    earlier: Sequence[IterationRecord],
+    trajectory: str = "",
 ) -> SelfReflection:
-    """A first-person reflection built only from the diagnostics: concrete, never invented."""
+    """A first-person reflection built only from the diagnostics and the agent's own trace
+    (the compact line of ralph.trace): concrete, never invented."""
+    from ralph.trace import check_note
+
     failing = failing_outcomes(evaluation)
     errors = located_first(all_diagnostics(evaluation))
     files = _changed_files(actor_output)
@@ -440,6 +449,9 @@ def heuristic_reflection(
             f"Abandon the approach of iteration {repeats[-1]}: it produced exactly the same "
             "errors; try a different strategy.",
         )
+    notes = [check_note(trajectory, o.spec.name, o.spec.command) for o in failing]
+    traced = [note for note in notes if note]
+    insights[:0] = [advice for _, advice in traced]
     indices = [
         i
         for i, action in enumerate(actor_output.actions)
@@ -447,7 +459,12 @@ def heuristic_reflection(
     ]
     return SelfReflection(
         reflection_text=redact(
-            _heuristic_text(evaluation, failing, errors, files, repeats, fixed, broken)
+            " ".join(
+                [
+                    _heuristic_text(evaluation, failing, errors, files, repeats, fixed, broken),
+                    *(note for note, _ in traced),
+                ]
+            )
         ),
         credit_assignment=CreditAssignment(
             failing_action_indices=indices,

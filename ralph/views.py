@@ -152,6 +152,10 @@ def show_record(
     render_record(record, console)
     if record.ralph and record.ralph.obsolete:
         console.print("obsolete: its lessons are never injected into a prompt", markup=False)
+    if (store.artifacts_dir(loop_id, iteration) / "trace.jsonl").is_file():
+        traced = record.ralph.trace if record.ralph else None
+        steps = f" ({traced.steps} steps)" if traced else ""
+        console.print(f"trace{steps}: ralph trace {loop_id} {iteration}", markup=False)
     _render_usage(store, loop_id, iteration, console)
 
 

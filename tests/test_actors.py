@@ -116,13 +116,13 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "claude": {
         "tokens": (12 + 1000 + 2000, 345),
         "cost": 0.0123,
-        "tools": ["Edit"],
+        "tools": ["Read", "Edit"],
         "summary": "I made 1 edit(s).",
     },
     "codex": {
         "tokens": (24763, 122),
         "cost": None,
-        "tools": ["command", "file_change"],
+        "tools": ["command", "command", "file_change"],
         "summary": "Applied 1 change(s).",
     },
     "aider": {"tokens": (2500, 86), "cost": 0.0088, "tools": ["edit"], "summary": None},

@@ -483,3 +483,30 @@ def test_no_location_is_not_flagged_when_diagnostics_have_no_files() -> None:
     text = "I ran the build but the Makefile target failed with exit status 3 again. " * 2
     flags = quality_flags(sr(text, ["fix the build target"]), ev)
     assert "no_location" not in flags and "generic" not in flags
+
+
+STEPS = "read dates/parser.py; edited dates/parser.py; ran ruff check . (failed)"
+
+
+def test_the_reflector_prompt_carries_the_compact_trajectory() -> None:
+    chat = ScriptedChat(json.dumps(GOOD))
+    reflect(chat, trajectory=STEPS)
+    prompt = chat.requests[0][-1].content
+    assert "What I did, step by step (from my own trace" in prompt and STEPS in prompt
+    plain = ScriptedChat(json.dumps(GOOD))
+    reflect(plain)
+    assert "step by step" not in plain.requests[0][-1].content
+
+
+def test_the_heuristic_names_checks_never_run_and_runs_left_failing() -> None:
+    outcome = reflect(None, trajectory=STEPS)
+    text = outcome.reflection.reflection_text
+    assert "I never ran tests (`tests`) myself before stopping" in text
+    assert "My last run of ruff failed (ruff check . (failed)) and I stopped anyway." in text
+    insights = outcome.reflection.actionable_insights or []
+    assert insights[:2] == [
+        "Run `tests` yourself and read its output before you stop.",
+        "Do not stop while `ruff` fails: read its output and fix what it reports.",
+    ]
+    unseen = reflect(None, trajectory="edited dates/parser.py").reflection.reflection_text
+    assert "never ran" not in unseen  # an actor whose commands ralph cannot see: no claim

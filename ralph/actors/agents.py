@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ralph import process
+from ralph import process, trace
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
 from ralph.errors import PreflightError, ProviderError
@@ -439,6 +439,7 @@ class AgentActor:
         binary = self.binary()
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
+        tracer = trace.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
         result = process.run(
             [binary, *head, *self.actor_args, *tail],
             cwd=ctx.workdir,
@@ -446,7 +447,7 @@ class AgentActor:
             stdin=prompt if self.preset.prompt_on_stdin else None,
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
-            on_output=ctx.on_output,
+            on_output=tracer.on_output,
         )
         output = combined_output(result)
         write_log(ctx, output)
@@ -462,6 +463,7 @@ class AgentActor:
             cost_usd=parsed.cost_usd,
             tool_calls=parsed.tool_calls,
             summary=summary,
+            trajectory=tracer.trajectory(self.name, result.stdout),
         )
 
     def chat_client(self) -> AgentChatClient:

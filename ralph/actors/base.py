@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ralph.providers.base import ChatClient
+
+if TYPE_CHECKING:
+    from ralph.trace import Trajectory
 
 
 @dataclass
@@ -41,6 +44,7 @@ class ActorResult:
     tool_calls: list[ToolCall] = field(default_factory=list)
     summary: str | None = None  # the agent's own account of what it did, if it gives one
     unmatched_edits: list[str] = field(default_factory=list)  # edit blocks that did not apply
+    trajectory: Trajectory | None = None  # from the agent's JSON stream (ralph/trace.py)
 
 
 class Actor(Protocol):

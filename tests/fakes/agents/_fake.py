@@ -99,3 +99,31 @@ def answer() -> str:
 
 def emit(event: dict[str, object]) -> None:
     print(json.dumps(event, separators=(",", ":")), flush=True)
+
+
+def files_to_read(prompt: str) -> list[str]:
+    """The files the fake reads before it edits: those its edits name, absolute, existing."""
+    seen: list[str] = []
+    for rel, _, _ in requested_edits(prompt):
+        path = str(Path.cwd() / rel)
+        if Path(path).is_file() and path not in seen:
+            seen.append(path)
+    return seen
+
+
+def read_text(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def command_to_run() -> str | None:
+    """$FAKE_AGENT_RUN: a shell command the fake runs (for real) before it edits."""
+    return os.environ.get("FAKE_AGENT_RUN") or None
+
+
+def run_command(command: str) -> tuple[str, int]:
+    import subprocess
+
+    done = subprocess.run(
+        command, shell=True, capture_output=True, text=True, timeout=120, check=False
+    )
+    return done.stdout + done.stderr, done.returncode

@@ -1,0 +1,61 @@
+"""Benchmark: reading an agent's trajectory from its stream, the cost per attempt.
+
+    python bench/trace.py [--events 20000] [--result-kb 20]
+
+Builds a claude stream-json of EVENTS tool calls, each with a RESULT-KB tool result, plus the
+same volume of non-JSON noise, and times `ralph.trace.parse_stream` (parse, redact, trim, bound)
+and writing `trace.jsonl`. Prints the stream size, the time and the trace file's size (bounded:
+it must stay in the tens of kilobytes whatever the stream's size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from ralph import trace
+
+
+def stream(events: int, result_kb: int) -> str:
+    lines = []
+    for i in range(events):
+        block = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"ls {i}"}}
+        message = {"content": [{"type": "text", "text": f"step {i}"}, block]}
+        lines.append(json.dumps({"type": "assistant", "message": message}))
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * result_kb * 1024}
+        lines.append(json.dumps({"type": "user", "message": {"content": [result]}}))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--result-kb", type=int, default=20)
+    args = parser.parse_args()
+    text = stream(args.events, args.result_kb)
+    start = time.perf_counter()
+    trajectory = trace.parse_stream("claude", text)
+    parsed = time.perf_counter() - start
+    assert trajectory is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        path = trace.write(Path(tmp), trajectory)
+        written = time.perf_counter() - start
+        size = path.stat().st_size
+    noise = "not json\n" * (len(text) // 9)
+    start = time.perf_counter()
+    trace.parse_stream("claude", noise)
+    skipped = time.perf_counter() - start
+    print(f"stream {len(text) / 1e6:.0f} MB, {args.events} tool calls: parsed in {parsed:.2f} s")
+    print(
+        f"trace.jsonl {size / 1024:.0f} KB ({len(trajectory.steps)} steps, "
+        f"{trajectory.dropped} dropped), written in {written * 1000:.0f} ms"
+    )
+    print(f"{len(noise) / 1e6:.0f} MB of non-JSON lines skipped in {skipped:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

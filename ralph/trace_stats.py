@@ -1,0 +1,85 @@
+"""What agents did, over many attempts, for `ralph analyze`: edits vs reads vs commands per
+iteration, and whether attempts in which the agent ran the checks itself succeed more often.
+
+Read from each record's `ralph.trace` summary (ralph/trace.py); records without one (older
+ralph, or an actor whose work ralph cannot see) are not counted.
+
+- **per iteration**: the mean number of actions of each kind (edit, read, command, search,
+  other) over the attempts that have a trace.
+- **ran the checks**: among attempts where it is known, the share in which the agent ran one of
+  the checks' programs itself; and the share of those attempts that passed, beside the share of
+  the others that passed (a correlation, not a cause).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ralph.trace import tool_kind
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ralph.index import IterationFacts
+
+KINDS = ("edit", "read", "command", "search", "other")
+
+
+def trace_facts(summary: Any) -> dict[str, Any]:
+    """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
+    if not isinstance(summary, dict):
+        return {}
+    kinds: dict[str, int] = {}
+    actions = summary.get("actions")
+    for tool, count in (actions if isinstance(actions, dict) else {}).items():
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            kind = tool_kind(str(tool))
+            kinds[kind] = kinds.get(kind, 0) + count
+    ran = summary.get("ran_checks")
+    return {"actions": kinds, "ran_checks": ran if isinstance(ran, bool) else None}
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def action_stats(records: Sequence[IterationFacts]) -> dict[str, Any]:
+    """The `--json` object: traced attempts, per-iteration means, checks run and success."""
+    traced = [r for r in records if r.actions is not None]
+    known = [r for r in traced if r.ran_checks is not None]
+    ran = [r for r in known if r.ran_checks]
+    not_ran = [r for r in known if not r.ran_checks]
+    per_iteration = {
+        kind: round(sum((r.actions or {}).get(kind, 0) for r in traced) / len(traced), 2)
+        for kind in KINDS
+        if traced
+    }
+    return {
+        "traced_attempts": len(traced),
+        "per_iteration": per_iteration,
+        "ran_checks": len(ran),
+        "ran_checks_share": _share(len(ran), len(known)),
+        "passed_when_ran_checks": _share(sum(r.passed for r in ran), len(ran)),
+        "passed_otherwise": _share(sum(r.passed for r in not_ran), len(not_ran)),
+    }
+
+
+def render(records: Sequence[IterationFacts], console: Console) -> None:
+    """One line under analyze's tables; nothing when no attempt has a trace."""
+    stats = action_stats(records)
+    if not stats["traced_attempts"]:
+        return
+    means = ", ".join(f"{v:g} {k}" for k, v in stats["per_iteration"].items() if v)
+    line = f"agent actions per iteration ({stats['traced_attempts']} traced): {means or 'none'}"
+    if stats["ran_checks_share"] is not None:
+
+        def pct(value: float | None) -> str:
+            return "-" if value is None else f"{value:.0%}"
+
+        line += (
+            f"; ran the checks itself in {pct(stats['ran_checks_share'])} of attempts, "
+            f"which passed {pct(stats['passed_when_ran_checks'])} "
+            f"(the others {pct(stats['passed_otherwise'])})"
+        )
+    console.print(line, markup=False, soft_wrap=True)
