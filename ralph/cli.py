@@ -571,6 +571,32 @@ def batch_command(
 
 # analyze -----------------------------------------------------------------------------------
 @app.command()
+def feedback(
+    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph status`).")],
+    accept: Annotated[
+        bool, typer.Option("--accept", help="The work is good: its reflections are confirmed.")
+    ] = False,
+    reject: Annotated[
+        bool, typer.Option("--reject", help="The work is not acceptable: a lesson for later.")
+    ] = False,
+    note: Annotated[
+        str | None, typer.Option("--note", help="Why; later loops with similar failures read it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A person's verdict on a finished loop, kept as memory that later loops learn from."""
+    from ralph.feedback import describe, give_feedback
+
+    store = store_here()
+    store.require()
+    data = give_feedback(store, loop, accept=accept, reject=reject, note=note)
+    if as_json:
+        print_json(data)
+    else:
+        console().print(describe(data), markup=False, soft_wrap=True)
+
+
+@app.command()
 def analyze(
     loops: Annotated[
         list[str] | None, typer.Argument(help="Loop ids; default every loop in .aiwg/ralph.")

@@ -152,6 +152,11 @@ def show_record(
     render_record(record, console)
     if record.ralph and record.ralph.obsolete:
         console.print("obsolete: its lessons are never injected into a prompt", markup=False)
+    from ralph.feedback import describe, read_feedback
+
+    verdict = read_feedback(store, loop_id)
+    if verdict is not None:
+        console.print(describe(verdict), markup=False, soft_wrap=True)
     _render_usage(store, loop_id, iteration, console)
 
 
