@@ -194,6 +194,8 @@ class Summary:
     failure_categories: list[CategoryStat]
     effectiveness: Effectiveness
     recurring_root_causes: list[RecurringCause]
+    # people's verdicts (feedback.py): reviewed, accepted, rejected, not_taken, acceptance_rate
+    acceptance: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -268,7 +270,11 @@ def analyze(
         reader.close(forget_unseen=full_scan)
     loops.sort(key=lambda loop: (loop.created_at or "", loop.loop_id))
     filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
-    return Analysis(_summarise(loops), loops, invalid, {k: v for k, v in filters.items() if v})
+    from ralph.feedback import acceptance
+
+    summary = _summarise(loops)
+    summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
+    return Analysis(summary, loops, invalid, {k: v for k, v in filters.items() if v})
 
 
 def _relative(store: MemoryStore, path: Path) -> str:
@@ -524,6 +530,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
             "loops": s.loops,
             "green_loops": s.green_loops,
             "success_rate": s.success_rate,
+            "acceptance": s.acceptance,
             "success_at_k": {str(k): v for k, v in s.success_at_k.items()},
             "mean_iterations_to_green": s.mean_iterations_to_green,
             "median_iterations_to_green": s.median_iterations_to_green,

@@ -144,6 +144,13 @@ def _table(title: str, columns: list[str]) -> Any:
     return table
 
 
+def _acceptance(acceptance: dict[str, Any]) -> str:
+    """`acceptance 50% (2 reviewed)` next to the success rate, when a person gave feedback."""
+    if not acceptance.get("reviewed"):
+        return ""
+    return f"acceptance {_pct(acceptance['acceptance_rate'])} ({acceptance['reviewed']} reviewed), "
+
+
 def render(a: Analysis, console: Console) -> None:
     from rich.markup import escape
 
@@ -154,6 +161,7 @@ def render(a: Analysis, console: Console) -> None:
         console.print(
             f"[bold]{s.loops} loop(s)[/], {s.iterations} iteration(s): "
             f"success rate {_pct(s.success_rate)} ({s.green_loops} green), "
+            f"{_acceptance(s.acceptance)}"
             f"iterations to green mean {_num(s.mean_iterations_to_green, 1)} "
             f"median {_num(s.median_iterations_to_green, 1)}, "
             f"{s.tokens:,} tokens, {_money(s.cost_usd)}, {_duration(s.wall_seconds)}"

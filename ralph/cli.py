@@ -389,7 +389,7 @@ def run(
         int | None, typer.Option(help="Stop after this many attempts (default 5).", min=1)
     ] = None,
     omega: Annotated[
-        int | None, typer.Option(help="Reflections in the prompt (1-10).", min=1, max=10)
+        int | None, typer.Option(help="Reflections in the prompt (0-10; 0: none).", min=0, max=10)
     ] = None,
     window_policy: Annotated[
         str | None,
@@ -598,7 +598,77 @@ def batch_command(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("bench")
+def bench_command(
+    tasks_file: Annotated[Path, typer.Argument(help="YAML list of tasks, as for `ralph batch`.")],
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arm",
+            help="NAME=KEY=VALUE,... (omega, lessons, reflector, ...); default: "
+            "reflexion and no-memory (omega=0,lessons=0).",
+        ),
+    ] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of every task in every arm.", min=1)] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue this bench without rerunning finished runs.")
+    ] = False,
+    as_json: JsonFlag = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per arm and k.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the table and success@k chart here.")
+    ] = None,
+) -> None:
+    """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""
+    from ralph import bench, bench_report
+
+    if as_json and as_csv:
+        raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    _, summary, interrupted = bench.run_bench(
+        tasks_file, arm_specs=arm or [], repeats=repeats, jobs=jobs, resume=resume
+    )
+    if html is not None:
+        bench_report.write_html(summary, html)
+    if as_json:
+        print_json(summary)
+    elif as_csv:
+        bench_report.write_csv(summary, sys.stdout)
+    else:
+        bench_report.render(summary, console())
+    raise typer.Exit(130 if interrupted else 0)
+
+
 # analyze -----------------------------------------------------------------------------------
+@app.command()
+def feedback(
+    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph status`).")],
+    accept: Annotated[
+        bool, typer.Option("--accept", help="The work is good: its reflections are confirmed.")
+    ] = False,
+    reject: Annotated[
+        bool, typer.Option("--reject", help="The work is not acceptable: a lesson for later.")
+    ] = False,
+    note: Annotated[
+        str | None, typer.Option("--note", help="Why; later loops with similar failures read it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A person's verdict on a finished loop, kept as memory that later loops learn from."""
+    from ralph.feedback import describe, give_feedback
+
+    store = store_here()
+    store.require()
+    data = give_feedback(store, loop, accept=accept, reject=reject, note=note)
+    if as_json:
+        print_json(data)
+    else:
+        console().print(describe(data), markup=False, soft_wrap=True)
+
+
 @app.command()
 def analyze(
     loops: Annotated[

@@ -19,7 +19,7 @@ from ralph.errors import ConfigError
 from ralph.evaluators.judging import Role, validate_role, validate_success
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
-CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell")
+CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell", "judge")
 DURATION_KEYS = ("timeout", "iteration_timeout", "idle_timeout", "check_timeout")
 BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet")
 
@@ -34,6 +34,11 @@ class CheckSpec:
     weight: float | None = None
     timeout: float | None = None
     role: Role | None = None  # target or guard; None: decided from the baseline (judging.py)
+    # a `judge` check (evaluators/judge.py): what it judges by, its model, pass mark, scores
+    criteria: str | None = None
+    model: str | None = None
+    threshold: float | None = None
+    dimensions: list[str] | None = None
 
 
 @dataclass
@@ -126,6 +131,8 @@ BUILTIN_COMMANDS = {"pytest": "pytest", "mypy": "mypy .", "ruff": "ruff check ."
 def parse_check(item: str | dict[str, Any]) -> CheckSpec:
     """`pytest`, `mypy`, `ruff`, any shell command, or a mapping with name/command/parser."""
     if isinstance(item, str):
+        if item.startswith("judge:"):  # --check 'judge:CRITERIA'
+            return CheckSpec("judge", "", "judge", criteria=item.removeprefix("judge:").strip())
         if item in BUILTIN_COMMANDS:
             return CheckSpec(item, BUILTIN_COMMANDS[item], item)
         parser = infer_parser(item)
@@ -133,6 +140,18 @@ def parse_check(item: str | dict[str, Any]) -> CheckSpec:
         return CheckSpec(name, item, parser)
     name = item["name"]
     command = item.get("command") or BUILTIN_COMMANDS.get(name)
+    if item.get("parser") == "judge":
+        return CheckSpec(
+            name,
+            command or "",
+            "judge",
+            item.get("weight"),
+            role=validate_role(item.get("role"), f"checks.{name}.role"),
+            criteria=item.get("criteria"),
+            model=item.get("model"),
+            threshold=item.get("threshold"),
+            dimensions=item.get("dimensions"),
+        )
     if not command:
         raise ConfigError(f"check {name!r} has no command", hint="add `command:` to the check")
     return CheckSpec(

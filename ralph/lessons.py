@@ -203,6 +203,12 @@ def retrieve_lessons(
                     ts=candidate.ts,
                 )
             )
+    from ralph.feedback import boost_confirmed, feedback_lessons  # people's verdicts first
+
+    lessons = boost_confirmed(store, lessons) + feedback_lessons(
+        store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
+        threshold=threshold,
+    )  # fmt: skip
     return fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
 
 

@@ -43,12 +43,15 @@ if TYPE_CHECKING:
     from ralph.reflection import Reflector
 
 EXIT_CODES = {"success": 0, "already_green": 0, "limit": 1, "stalled": 1, "budget": 3}
+EXIT_CODES |= {"diminishing": 1, "degraded": 1}  # Self-Refine's stops (stopping.py)
 FINAL_STATUS = {
     "success": "completed",
     "already_green": "completed",
     "limit": "failed",
     "stalled": "failed",
     "budget": "failed",
+    "diminishing": "failed",
+    "degraded": "failed",
 }
 
 
@@ -129,8 +132,21 @@ class LoopRunner:
         return self.parts.workspace.root
 
     def policy(self) -> StopPolicy:
+        from ralph.stopping import refine_applies
+
         s = self.settings
-        return StopPolicy(s.max_iterations, s.patience, s.budget_usd, s.max_tokens, s.timeout)
+        judges = {c.name for c in s.all_checks() if c.parser == "judge"}
+        refine = refine_applies(self.baseline.named("target") if self.baseline else [], judges)
+        return StopPolicy(
+            s.max_iterations, s.patience, s.budget_usd, s.max_tokens, s.timeout, refine
+        )
+
+    def _bind_judges(self, task: str, base_commit: str | None) -> None:
+        """Judge checks read the task, the reflector's model and the diff since `base_commit`."""
+        bind = getattr(self.parts.evaluator, "bind_loop", None)
+        if bind is not None:
+            client = getattr(self.parts.reflector, "client", None)
+            bind(task=task, client=client, base_commit=base_commit)
 
     # entry points -------------------------------------------------------------------------
     def start(self, task: str, loop_id: str) -> LoopResult:
@@ -143,6 +159,7 @@ class LoopRunner:
                     loop_id, allow_dirty=self.settings.allow_dirty
                 )
             self.store.ensure()
+            self._bind_judges(task, self.parts.workspace.current_commit())
             self.reporter.phase(0, "baseline")
             evaluation = self.parts.evaluator.evaluate_baseline(
                 self.workdir,
@@ -192,6 +209,7 @@ class LoopRunner:
                     self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.baseline = self.store.read_baseline(state.loop_id, state.baseline)
+            self._bind_judges(state.task, (state.git or {}).get("base_commit"))
             self.reporter.phase(0, "baseline")
             self._last_evaluation = self.parts.evaluator.evaluate(
                 self.workdir, baseline=self.baseline, on_output=self.reporter.output
@@ -274,6 +292,8 @@ class LoopRunner:
                     self._attempts(), self._baseline(state), self._spend(state, started)
                 )
                 self.reporter.iteration_done(record, decision)
+                if decision.action == "degraded":  # Self-Refine keeps the best iteration
+                    self._maybe_rollback(state)
                 if decision.stop:
                     return self._stop(state, decision, started)
                 self._maybe_rollback(state)

@@ -37,14 +37,14 @@ OMEGA_BY_VERIFICATION: dict[str, int] = {
     "manual_review": 5,
 }
 DEFAULT_OMEGA = 3
-OMEGA_MIN, OMEGA_MAX = 1, 10
+OMEGA_MIN, OMEGA_MAX = 0, 10  # 0: no reflections at all (`ralph bench`'s no-memory arm)
 POLICIES = ("fifo", "recency", "relevance_weighted")
 MIN_TRUNCATED_TOKENS = 16  # below this a truncated reflection says nothing useful
 TRUNCATION_MARKER = " [...]"
 
 
 def omega_for(verification_type: str, override: int | None) -> int:
-    """`--omega` if given (1..10), else the Reflexion guide's default for the verification type."""
+    """`--omega` if given (0..10), else the Reflexion guide's default for the verification type."""
     if override is not None:
         if isinstance(override, bool) or not OMEGA_MIN <= override <= OMEGA_MAX:
             raise ConfigError(

@@ -7,6 +7,11 @@
   them and kept failing the same way (same error fingerprint as the attempt before);
 - budget: money (`budget_usd`), tokens (`max_tokens`) or wall time (`timeout`) used up.
 
+Self-Refine's rules, for a loop whose only target is a judge (`refine`): its score is the
+reward, so stop on diminishing returns (less than `MIN_GAIN` relative gain over two
+iterations) or degradation (the score fell below the best so far; the loop then restores the
+best iteration's code).
+
 One iteration before a plateau would stop the loop, `should_pivot` turns on the prompt's pivot
 instruction: change the approach rather than retry the same idea.
 """
@@ -16,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["continue", "success", "limit", "stalled", "budget"]
+Action = Literal["continue", "success", "limit", "stalled", "budget", "diminishing", "degraded"]
+MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class StopPolicy:
     budget_usd: float | None = None
     max_tokens: int | None = None
     timeout: float | None = None
+    refine: bool = False  # the only target is a judge: Self-Refine's stopping rules apply
 
     def stalled_run(self, history: list[Attempt], baseline: Attempt | None) -> int:
         """How many of the latest attempts in a row failed the same way without improving."""
@@ -94,6 +101,9 @@ class StopPolicy:
             return Decision("budget", exhausted)
         if len(history) >= self.max_iterations:
             return Decision("limit", f"reached --max-iterations {self.max_iterations}")
+        refined = refine_decision(history) if self.refine else None
+        if refined is not None:
+            return refined
         if self.stalled_run(history, baseline) >= self.patience:
             return Decision(
                 "stalled",
@@ -104,3 +114,34 @@ class StopPolicy:
     def should_pivot(self, history: list[Attempt], baseline: Attempt | None) -> bool:
         """True when one more identical failure would stop the loop as stalled."""
         return self.patience > 1 and self.stalled_run(history, baseline) >= self.patience - 1
+
+
+def refine_decision(history: list[Attempt]) -> Decision | None:
+    """Self-Refine's stops with their figures: degradation first (keep the best), then
+    diminishing returns over the last two iterations."""
+    if len(history) < 2:
+        return None
+    last, best = history[-1], max(history[:-1], key=lambda a: a.reward)
+    if last.reward < history[-2].reward and last.reward < best.reward:
+        return Decision(
+            "degraded",
+            f"the judge's score fell to {last.reward * 10:.1f} at iteration {last.iteration} "
+            f"(best {best.reward * 10:.1f} at iteration {best.iteration}, which is kept)",
+        )
+    if len(history) < 3:
+        return None
+    before = history[-3]
+    gain = (last.reward - before.reward) / before.reward if before.reward > 0 else float("inf")
+    if gain < MIN_GAIN:
+        return Decision(
+            "diminishing",
+            f"diminishing returns: the judge's score went {before.reward * 10:.1f} -> "
+            f"{last.reward * 10:.1f} over iterations {before.iteration}-{last.iteration} "
+            f"({gain:+.1%}, under {MIN_GAIN:.0%})",
+        )
+    return None
+
+
+def refine_applies(targets: list[str], judges: set[str]) -> bool:
+    """Whether every target of the loop is a judge check (then Self-Refine's rules apply)."""
+    return bool(targets) and set(targets) <= judges

@@ -156,6 +156,11 @@ def show_record(
         traced = record.ralph.trace if record.ralph else None
         steps = f" ({traced.steps} steps)" if traced else ""
         console.print(f"trace{steps}: ralph trace {loop_id} {iteration}", markup=False)
+    from ralph.feedback import describe, read_feedback
+
+    verdict = read_feedback(store, loop_id)
+    if verdict is not None:
+        console.print(describe(verdict), markup=False, soft_wrap=True)
     _render_usage(store, loop_id, iteration, console)
 
 

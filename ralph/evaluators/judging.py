@@ -217,6 +217,8 @@ def _role(
         return "target", "must end green (role set in the configuration)"
     if spec.role == "guard":
         return "guard", f"{_guard_why(spec, status, count)} (role set in the configuration)"
+    if spec.parser == "judge":
+        return "target", "a judge only adds requirements: its criteria must be met"
     kind = check_kind(spec)
     if kind == "tests":
         if status != "pass":
@@ -291,7 +293,8 @@ def judge_check(outcome: CheckOutcome, base: CheckBaseline | None) -> CheckVerdi
         ok = status == "pass"
         fixed = list((before - seen).elements())
         remaining = _without(outcome.errors, regressions)
-        score = outcome.score if kind == "diagnostics" else float(ok)
+        graded = kind == "diagnostics" or outcome.spec.parser == "judge"  # a judge's score
+        score = outcome.score if graded else float(ok)
         return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score)
     if not base.judged:
         return CheckVerdict("guard", True, False, preexisting=outcome.error_count)

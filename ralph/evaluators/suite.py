@@ -13,23 +13,23 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.judge import JudgeCheck
 from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_check, make_baseline
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import (
     SHELL_WORDS,
-    CommandCheck,
     ShellCheck,
     kill_running_checks,
     make_result,
@@ -41,11 +41,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 DEFAULT_WEIGHTS = {"pytest": 0.5, "mypy": 0.3, "ruff": 0.2, "shell": 0.5}
-CHECK_CLASSES: dict[str, type[CommandCheck]] = {
+CHECK_CLASSES: dict[str, Callable[..., Check]] = {
     "pytest": PytestCheck,
     "mypy": MypyCheck,
     "ruff": RuffCheck,
     "shell": ShellCheck,
+    "judge": JudgeCheck,
 }
 PACKAGES = {"pytest": "pytest", "py.test": "pytest", "mypy": "mypy", "dmypy": "mypy"}
 DROP_HINT = (
@@ -98,6 +99,12 @@ class CheckSuite:
         suite = cls([], weights)
         suite.checks = list(checks)
         return suite
+
+    def bind_loop(self, *, task: str, client: Any, base_commit: str | None) -> None:
+        """Tell the judge checks what only the loop knows (evaluators/judge.py)."""
+        for check in self.checks:
+            if isinstance(check, JudgeCheck):
+                check.bind(task=task, client=client, base_commit=base_commit)
 
     def preflight(self) -> None:
         if not self.checks:

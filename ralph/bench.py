@@ -1,0 +1,300 @@
+"""`ralph bench TASKS.yaml`: does the memory help? The Reflexion paper's ablation, on your tasks.
+
+Every (task, arm, repeat) is one loop in its own worktree from the same commit, run by the
+batch machinery (`ralph.batch.Batch`: at most `--jobs` at once, Ctrl-C saves them all); the
+runs are queued task by task with the arms interleaved, so drift in a remote model's behaviour
+does not favour one arm. An arm is a name and run flags: `reflexion` (the configured Ω and
+lessons) and `no-memory` (`--omega 0 --lessons 0`, the paper's "no reflection" baseline) by
+default; `--arm NAME=omega=1,reflector=heuristic` adds any other.
+
+What is kept, under `.aiwg/ralph/bench/<bench-id>/bench.json`: the tasks file, the exact flags
+of every arm, the starting commit and the loop of every run, so `--resume` continues paused or
+crashed runs and starts the ones that never started, without rerunning finished ones.
+
+The table (bench_report.py): per arm success@1..k (the share of runs whose targets were green by
+iteration k: `evaluator_output.passed`), mean iterations to green, tokens, cost, wall time; and
+each arm's difference from the first arm in final success with a 95 % interval from a paired
+bootstrap over tasks (2000 resamples of the tasks, seed 0; each task's repeats averaged first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ralph.batch import BatchTask, Entry, load_tasks, slug
+from ralph.errors import ConfigError, PreflightError, StoreError
+from ralph.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
+
+DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
+ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
+ARM_KEYS += ("memory_tokens", "max_iterations", "patience", "test", "check")
+BOOTSTRAP_SAMPLES = 2000
+
+
+@dataclass
+class BenchEntry(Entry):
+    """A batch entry that is one run of one arm: the arm's flags go after the task's."""
+
+    arm: str = ""
+    repeat: int = 1
+    flags: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        return argv if self.resume else [*argv, *self.flags]
+
+
+def parse_arm(text: str) -> tuple[str, dict[str, str]]:
+    """`NAME=key=value,key=value` (or a bare NAME of a default arm)."""
+    name, _, rest = text.partition("=")
+    name = name.strip()
+    if not name or slug(name) != name:
+        raise ConfigError(
+            f"--arm {text!r}: the arm needs a name of lowercase letters, digits and dashes",
+            hint="--arm one-reflection=omega=1,lessons=0",
+        )
+    if not rest:
+        if name in DEFAULT_ARMS:
+            return name, dict(DEFAULT_ARMS[name])
+        raise ConfigError(f"--arm {text!r}: no flags", hint=f"--arm {name}=omega=1")
+    flags: dict[str, str] = {}
+    for item in rest.split(","):
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in ARM_KEYS or not value.strip():
+            raise ConfigError(
+                f"--arm {text!r}: cannot read {item!r}",
+                hint=f"flags are KEY=VALUE with KEY one of: {', '.join(ARM_KEYS)}",
+            )
+        flags[key] = value.strip()
+    return name, flags
+
+
+def arm_argv(flags: dict[str, str]) -> tuple[str, ...]:
+    return tuple(a for k, v in flags.items() for a in (f"--{k.replace('_', '-')}", v))
+
+
+def bench_id(tasks_path: Path, arms: dict[str, dict[str, str]], repeats: int) -> str:
+    digest = hashlib.sha256(repr((str(tasks_path.resolve()), arms, repeats)).encode())
+    return f"{slug(tasks_path.stem)}-{digest.hexdigest()[:8]}"
+
+
+def bench_dir(store: MemoryStore, ident: str) -> Path:
+    return store.base / "bench" / ident
+
+
+def plan(
+    store: MemoryStore,
+    tasks: list[BatchTask],
+    arms: dict[str, dict[str, str]],
+    repeats: int,
+    *,
+    ident: str,
+    commit: str,
+    tasks_path: Path,
+    resume: bool,
+) -> list[BenchEntry]:
+    """The runs, task by task with the arms interleaved; with `resume`, the earlier loops."""
+    path = bench_dir(store, ident) / "bench.json"
+    earlier: dict[str, str] = {}
+    if resume:
+        if not path.exists():
+            raise StoreError(
+                f"no earlier bench {ident} to resume",
+                hint="start it without --resume (same tasks file, arms and --repeats)",
+            )
+        data = read_json(path)
+        earlier = dict(data.get("runs") or {}) if isinstance(data, dict) else {}
+    entries = []
+    for task in tasks:
+        for repeat in range(1, repeats + 1):
+            for arm, flags in arms.items():
+                key = f"{task.name}/{arm}/{repeat}"
+                loop_id = earlier.get(key) or new_loop_id(f"{task.name}-{arm}")
+                entry = BenchEntry(task, loop_id, arm=arm, repeat=repeat, flags=arm_argv(flags))
+                if key in earlier and store.state_path(loop_id).exists():
+                    entry.refresh(store)
+                    if entry.status in ("paused", "crashed"):
+                        entry.resume, entry.status = True, "queued"
+                    else:
+                        entry.phase = "done"
+                elif key in earlier:
+                    entry.loop_id = new_loop_id(f"{task.name}-{arm}")
+                entries.append(entry)
+    store.ensure()
+    atomic_write_json(
+        path,
+        {
+            "bench_id": ident,
+            "tasks_file": str(tasks_path.resolve()),
+            "commit": commit,
+            "repeats": repeats,
+            "arms": {
+                name: {"flags": flags, "argv": list(arm_argv(flags))}
+                for name, flags in arms.items()
+            },
+            "runs": {f"{e.task.name}/{e.arm}/{e.repeat}": e.loop_id for e in entries},
+        },
+    )
+    return entries
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    task: str
+    arm: str
+    repeat: int
+    loop_id: str
+    green_at: int | None  # the first iteration whose targets were green (0: already green)
+    iterations: int
+    tokens: int
+    cost_usd: float | None
+    wall_seconds: float
+    status: str
+
+
+@dataclass
+class ArmResult:
+    name: str
+    flags: dict[str, str]
+    runs: list[Run] = field(default_factory=list)
+
+    def success_at(self, k: int) -> float:
+        done = [r for r in self.runs if r.green_at is not None and r.green_at <= k]
+        return len(done) / len(self.runs) if self.runs else 0.0
+
+
+def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
+    try:
+        state = parse_state(store.state_path(entry.loop_id))
+    except StoreError:
+        state = None
+    green_at = None
+    if state is not None and state.stop_reason == "already_green":
+        green_at = 0
+    else:
+        for record in store.valid_records(entry.loop_id):
+            if record.evaluator_output.passed:
+                green_at = record.iteration
+                break
+    usage = state.usage if state else {}
+    return Run(
+        task=entry.task.name,
+        arm=entry.arm,
+        repeat=entry.repeat,
+        loop_id=entry.loop_id,
+        green_at=green_at,
+        iterations=state.iteration if state else 0,
+        tokens=int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0)),
+        cost_usd=usage.get("cost_usd"),
+        wall_seconds=float(usage.get("wall_seconds", 0.0)),
+        status=state.effective_status() if state else "not started",
+    )
+
+
+def paired_difference(
+    arm: ArmResult, base: ArmResult, k: int, samples: int = BOOTSTRAP_SAMPLES
+) -> dict[str, float | None]:
+    """Mean over tasks of (arm's success@k - base's), and its 95 % paired-bootstrap interval."""
+    tasks = sorted({r.task for r in base.runs} & {r.task for r in arm.runs})
+    if not tasks:
+        return {"difference": None, "low": None, "high": None}
+
+    def rate(result: ArmResult, task: str) -> float:
+        runs = [r for r in result.runs if r.task == task]
+        return sum(r.green_at is not None and r.green_at <= k for r in runs) / len(runs)
+
+    diffs = [rate(arm, t) - rate(base, t) for t in tasks]
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(samples))
+    return {
+        "difference": round(statistics.fmean(diffs), 4),
+        "low": round(means[int(0.025 * samples)], 4),
+        "high": round(means[int(0.975 * samples) - 1], 4),
+    }
+
+
+def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
+    """The table's figures, the form `--json` prints."""
+    base = arms[0]
+    out = []
+    for arm in arms:
+        greens = [r.green_at for r in arm.runs if r.green_at is not None]
+        costs = [r.cost_usd for r in arm.runs if r.cost_usd is not None]
+        out.append(
+            {
+                "arm": arm.name,
+                "flags": arm.flags,
+                "runs": len(arm.runs),
+                "success_at_k": {str(k): round(arm.success_at(k), 4) for k in range(1, max_k + 1)},
+                "mean_iterations_to_green": round(statistics.fmean(greens), 3) if greens else None,
+                "tokens": sum(r.tokens for r in arm.runs),
+                "cost_usd": round(sum(costs), 6) if costs else None,
+                "wall_seconds": round(sum(r.wall_seconds for r in arm.runs), 3),
+                "vs_" + base.name: paired_difference(arm, base, max_k) if arm is not base else None,
+                "loops": [r.__dict__ for r in arm.runs],
+            }
+        )
+    return {
+        "max_k": max_k,
+        "interval": "95% paired bootstrap over tasks (2000 resamples, seed 0) of success@max_k",
+        "arms": out,
+    }
+
+
+def run_bench(
+    tasks_path: Path,
+    *,
+    arm_specs: list[str],
+    repeats: int,
+    jobs: int | None,
+    resume: bool,
+    cwd: Path | None = None,
+) -> tuple[str, dict[str, Any], bool]:
+    """Run (or continue) the bench; (bench id, the summary, interrupted)."""
+    import os
+
+    from ralph.batch import Batch, make_view
+    from ralph.gitops import GitWorkspace, find_repo_root
+    from ralph.runner import memory_root
+
+    if repeats < 1:
+        raise ConfigError("--repeats must be at least 1")
+    tasks = load_tasks(tasks_path)
+    arms = dict(parse_arm(a) for a in arm_specs) if arm_specs else dict(DEFAULT_ARMS)
+    if len(arms) < 2:
+        raise ConfigError("a bench compares at least two arms", hint="--arm a=... --arm b=...")
+    top = find_repo_root((cwd or Path.cwd()).resolve())
+    if top is None:
+        raise PreflightError(
+            "ralph bench needs a git repository: each run works in a git worktree of its own",
+            hint="run it inside the repository the tasks are about",
+        )
+    root = memory_root(top)
+    store = MemoryStore(root)
+    commit = GitWorkspace(root).current_commit() or ""
+    ident = bench_id(tasks_path, arms, repeats)
+    entries = plan(
+        store, tasks, arms, repeats, ident=ident, commit=commit, tasks_path=tasks_path,
+        resume=resume,
+    )  # fmt: skip
+    batch_entries: list[Entry] = list(entries)
+    interrupted = Batch(root, store, batch_entries, make_view()).run(jobs or os.cpu_count() or 1)
+    results = [ArmResult(name, flags) for name, flags in arms.items()]
+    by_name = {a.name: a for a in results}
+    for entry in entries:
+        by_name[entry.arm].runs.append(read_run(store, entry))
+    max_k = max([r.iterations for a in results for r in a.runs] + [1])
+    summary = {"bench_id": ident, "commit": commit, "repeats": repeats}
+    summary |= summarise(results, max_k)
+    summary["interrupted"] = interrupted
+    atomic_write_json(bench_dir(store, ident) / "results.json", summary)
+    return ident, summary, interrupted

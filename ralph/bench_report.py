@@ -1,0 +1,140 @@
+"""`ralph bench`'s table: on the terminal, as CSV, and as an HTML page with every arm's
+success@k curve on one chart (inline SVG, no scripts)."""
+
+from __future__ import annotations
+
+import csv
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _diff(arm: dict[str, Any], base: str) -> str:
+    d = arm.get(f"vs_{base}")
+    if not d or d.get("difference") is None:
+        return "-"
+    return f"{d['difference']:+.0%} [{d['low']:+.0%}, {d['high']:+.0%}]"
+
+
+def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    arms = summary["arms"]
+    base = arms[0]["arm"]
+    ks = [str(k) for k in range(1, summary["max_k"] + 1)]
+    head = ["arm", "runs", *[f"success@{k}" for k in ks], "mean iters to green"]
+    head += ["tokens", "cost", "wall s", f"vs {base} (95% CI)"]
+    out = []
+    for arm in arms:
+        mean = arm["mean_iterations_to_green"]
+        cost = arm["cost_usd"]
+        out.append(
+            [
+                arm["arm"],
+                str(arm["runs"]),
+                *[_pct(arm["success_at_k"][k]) for k in ks],
+                "-" if mean is None else f"{mean:.2f}",
+                f"{arm['tokens']:,}",
+                "-" if cost is None else f"${cost:.4f}",
+                f"{arm['wall_seconds']:.1f}",
+                _diff(arm, base),
+            ]
+        )
+    return head, out
+
+
+def render(summary: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    head, body = rows(summary)
+    table = Table(title=f"bench {summary['bench_id']}", show_edge=False, header_style="bold")
+    for column in head:
+        table.add_column(column)
+    for row in body:
+        table.add_row(*row)
+    from rich.console import Console
+
+    # a figure cut short is a wrong figure: the table gets the width it needs
+    wide = max(console.width, sum(len(h) for h in head) + 3 * len(head) + 30)
+    Console(file=console.file, width=wide, no_color=console.no_color, highlight=False).print(table)
+    console.print(summary["interval"], markup=False)
+
+
+def write_csv(summary: dict[str, Any], out: TextIO) -> None:
+    """One row per arm and k: the figures without formatting."""
+    writer = csv.writer(out)
+    writer.writerow(["arm", "k", "success_at_k", "mean_iterations_to_green", "tokens", "cost_usd"])
+    for arm in summary["arms"]:
+        for k, value in arm["success_at_k"].items():
+            writer.writerow(
+                [
+                    arm["arm"],
+                    k,
+                    value,
+                    arm["mean_iterations_to_green"],
+                    arm["tokens"],
+                    arm["cost_usd"],
+                ]
+            )
+
+
+def chart(summary: dict[str, Any], width: int = 560, height: int = 300) -> str:
+    """success@k of every arm, k on x, 0-100 % on y."""
+    pad = 40
+    max_k = max(summary["max_k"], 1)
+
+    def x(k: int) -> float:
+        return pad + (width - 2 * pad) * ((k - 1) / (max_k - 1) if max_k > 1 else 0.5)
+
+    def y(v: float) -> float:
+        return height - pad - (height - 2 * pad) * v
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+        f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="#999"/>',
+        f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="#999"/>',
+        f'<text x="4" y="{y(1) + 4}" font-size="11">100%</text>',
+        f'<text x="14" y="{y(0) + 4}" font-size="11">0%</text>',
+    ]
+    for k in range(1, max_k + 1):
+        parts.append(f'<text x="{x(k) - 4}" y="{height - 20}" font-size="11">{k}</text>')
+    parts.append(f'<text x="{width / 2 - 30}" y="{height - 4}" font-size="11">iteration k</text>')
+    for i, arm in enumerate(summary["arms"]):
+        colour = COLOURS[i % len(COLOURS)]
+        points = " ".join(f"{x(int(k)):.1f},{y(v):.1f}" for k, v in arm["success_at_k"].items())
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>'
+        )
+        label = html.escape(arm["arm"])
+        parts.append(
+            f'<text x="{width - pad - 110}" y="{pad + 14 * i}" fill="{colour}" font-size="12">'
+            f"{label}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def write_html(summary: dict[str, Any], path: Path) -> None:
+    from ralph.store import atomic_write_text
+
+    head, body = rows(summary)
+    table = "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+    for row in body:
+        table += "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+    table += "</table>"
+    title = html.escape(f"ralph bench {summary['bench_id']}")
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 10px;"
+        "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
+        f"<h1>{title}</h1><h2>success@k</h2>{chart(summary)}{table}"
+        f"<p>{html.escape(summary['interval'])}</p></body></html>\n"
+    )
+    atomic_write_text(path, page)

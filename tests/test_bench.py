@@ -1,0 +1,130 @@
+"""`ralph bench`: the offline proof that the memory helps, arms, intervals, outputs, resume.
+
+The actor fixes a bug only when a reflection of an earlier attempt (the prompt's reflections
+section, not its list of what fails) names the failing test: with reflections it is green at
+iteration 2 on every task; with `--omega 0 --lessons 0` it never is."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ralph.bench import ArmResult, Run, paired_difference, parse_arm
+from ralph.errors import ConfigError
+
+from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
+
+AGENT = r"""
+import json, os, sys
+from pathlib import Path
+prompt = Path(os.environ["RALPH_PROMPT_FILE"]).read_text()
+head = "# Reflections from your earlier attempts"
+memory = prompt.split(head, 1)[1].split("\n# ", 1)[0] if head in prompt else ""
+for test, (path, text) in json.loads(Path(sys.argv[1]).read_text()).items():
+    if test in memory:
+        Path(path).write_text(text)
+print("done")
+"""
+TESTS = """\
+from calc import absolute, double
+
+
+def test_negative() -> None:
+    assert absolute(-3) == 3
+
+
+def test_double() -> None:
+    assert double(2) == 4
+"""
+BUGGY = "def absolute(x: int) -> int:\n    return x\n\n\ndef double(x: int) -> int:\n    return x\n"
+FIX_ABS = BUGGY.replace("    return x\n\n\n", "    return -x if x < 0 else x\n\n\n")
+FIX_DOUBLE = BUGGY.removesuffix("    return x\n") + "    return 2 * x\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = make_calc_repo(tmp_path / "repo", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
+    (tmp_path / "agent.py").write_text(AGENT)
+    fixes = {"test_negative": ["calc.py", FIX_ABS], "test_double": ["calc.py", FIX_DOUBLE]}
+    (tmp_path / "fixes.json").write_text(json.dumps(fixes))
+    actor = f"cmd:{sys.executable} {tmp_path / 'agent.py'} {tmp_path / 'fixes.json'}"
+    pytest_cmd = f"{sys.executable} -m pytest -q tests/test_calc.py"
+    tasks = {
+        "defaults": {"actor": actor, "max_iterations": 3},
+        "tasks": [
+            {"name": "abs", "task": "fix absolute()", "test": f"{pytest_cmd}::test_negative"},
+            {"name": "dbl", "task": "fix double()", "test": f"{pytest_cmd}::test_double"},
+        ],
+    }
+    import yaml
+
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(tasks))
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("RALPH_REFLECTOR", "heuristic")
+    return root
+
+
+def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
+    ralph: RunCli, project: Path, tmp_path: Path
+) -> None:
+    page = tmp_path / "bench.html"
+    tasks = str(tmp_path / "tasks.yaml")
+    result = ralph("bench", tasks, "--jobs", "2", "--json", "--html", str(page), cwd=project)
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    reflexion, no_memory = summary["arms"]
+    assert (reflexion["arm"], no_memory["arm"]) == ("reflexion", "no-memory")
+    assert reflexion["success_at_k"]["1"] == 0.0 and reflexion["success_at_k"]["2"] == 1.0
+    assert all(r["green_at"] == 2 for r in reflexion["loops"])
+    assert all(v == 0.0 for v in no_memory["success_at_k"].values())
+    assert all(r["status"] == "failed" and r["iterations"] >= 2 for r in no_memory["loops"])
+    assert reflexion["mean_iterations_to_green"] == 2.0
+    assert no_memory["mean_iterations_to_green"] is None
+    assert no_memory["vs_reflexion"] == {"difference": -1.0, "low": -1.0, "high": -1.0}
+    assert no_memory["flags"] == {"omega": "0", "lessons": "0"}
+    kept = project / ".aiwg/ralph/bench" / summary["bench_id"] / "bench.json"
+    record = json.loads(kept.read_text())
+    assert record["arms"]["no-memory"]["argv"] == ["--omega", "0", "--lessons", "0"]
+    assert len(record["runs"]) == 4 and record["commit"] == git(project, "rev-parse", "main")
+    assert "<polyline" in page.read_text() and "no-memory" in page.read_text()
+
+    # resume: nothing finished runs again; the same figures come back
+    again = ralph("bench", tasks, "--resume", "--json", cwd=project)
+    assert again.code == 0, again.err
+    resumed = json.loads(again.out)
+    assert resumed["arms"][0]["loops"] == reflexion["loops"]
+
+    table = ralph("bench", tasks, "--resume", cwd=project)
+    assert "reflexion" in table.out and "100%" in table.out and "paired bootstrap" in table.out
+    csv_rows = ralph("bench", tasks, "--resume", "--csv", cwd=project).out.splitlines()
+    assert csv_rows[0].startswith("arm,k,success_at_k") and "reflexion,2,1.0,2.0,0," in csv_rows
+
+
+def test_arms_are_read_strictly() -> None:
+    assert parse_arm("one=omega=1,reflector=heuristic") == (
+        "one",
+        {"omega": "1", "reflector": "heuristic"},
+    )
+    assert parse_arm("no-memory") == ("no-memory", {"omega": "0", "lessons": "0"})
+    for bad in ("Bad Name=omega=1", "x=colour=red", "x=omega", "custom"):
+        with pytest.raises(ConfigError):
+            parse_arm(bad)
+
+
+def run(task: str, arm: str, green: int | None) -> Run:
+    return Run(task, arm, 1, "l", green, 3, 0, None, 0.0, "completed")
+
+
+def test_the_paired_interval_is_a_bootstrap_over_tasks() -> None:
+    base = ArmResult("a", {}, [run(t, "a", None) for t in "wxyz"])
+    mixed = ArmResult(
+        "b", {}, [run("w", "b", 1), run("x", "b", 1), run("y", "b", None), run("z", "b", None)]
+    )
+    figures: dict[str, Any] = paired_difference(mixed, base, 3)
+    assert figures["difference"] == 0.5
+    assert 0.0 <= figures["low"] < 0.5 < figures["high"] <= 1.0
