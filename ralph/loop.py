@@ -525,7 +525,9 @@ class LoopRunner:
             evaluator_output=evaluation.output,
             self_reflection=reflection,
             memory_metadata=MemoryMetadata(
-                omega_capacity=omega,
+                # aiwg's schema wants 1-10: Ω = 0 (no memory) shows as capacity 1 with
+                # nothing in context
+                omega_capacity=max(omega, 1),
                 current_memory_size=len(window),
                 reflections_in_context=in_context,
                 window_policy=self.settings.window_policy,  # type: ignore[arg-type]
