@@ -122,7 +122,7 @@ def reflections_validate(
     store = store_here()
     if not paths:
         store.require()
-        paths = [store.base / "reflections", store.base / "loops"]
+        paths = views.memory_paths(store)
     raise typer.Exit(views.validate_paths(paths, console()))
 
 
