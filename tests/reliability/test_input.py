@@ -55,3 +55,66 @@ def test_validate_reports_non_finite_numbers(ralph: RunCli, example_project: Pat
     result = ralph("reflections", "validate", str(record), cwd=example_project)
     assert result.code == 1
     assert "NaN" in result.out and "not valid JSON" in result.out
+
+
+BAD_DURATIONS = ["-5", "-1s", "nan", "inf", "-0.5m"]
+
+
+@pytest.mark.parametrize("raw", BAD_DURATIONS)
+@pytest.mark.parametrize("source", ["flag", "env", "config"])
+def test_one_rule_for_durations_from_every_source(
+    raw: str, source: str, ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`idle_timeout: -5` in config.yaml was accepted (every attempt killed at once) while the
+    flag was refused: the same value gets the same answer wherever it comes from."""
+    extra: list[str] = []
+    if source == "flag":
+        extra = [f"--idle-timeout={raw}"]
+    elif source == "env":
+        monkeypatch.setenv("RALPH_IDLE_TIMEOUT", raw)
+    else:
+        config = tmp_path / ".aiwg" / "ralph" / "config.yaml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f"idle_timeout: {ast_literal(raw)}\n")
+    result = ralph("run", "a task", "--actor", "cmd:true", "--test", "true", *extra, cwd=tmp_path)
+    assert result.code == 2, result.err
+    assert "idle_timeout" in result.err and "Traceback" not in result.err
+    assert "0 means no limit" in result.err
+
+
+def ast_literal(raw: str) -> str:
+    """The YAML spelling of `raw`: a number where it is one, else the string."""
+    return {"nan": ".nan", "inf": ".inf", "-5": "-5"}.get(raw, repr(raw))
+
+
+@pytest.mark.parametrize("raw", [0, "0", "0s", "0m"])
+def test_zero_means_no_limit(raw: object, tmp_path: Path) -> None:
+    from ralph.config import load
+
+    settings = load(tmp_path, {"idle_timeout": raw, "iteration_timeout": raw}, environ={})
+    assert settings.idle_timeout is None and settings.iteration_timeout is None
+    config = tmp_path / ".aiwg" / "ralph" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"checks:\n  - {{name: slow, command: 'sleep 1', timeout: {raw!r}}}\n")
+    (check,) = load(tmp_path, {}, environ={"RALPH_CHECK_TIMEOUT": "0"}).checks
+    assert check.timeout == 0.0  # its own "no limit", not "the default check_timeout"
+    from ralph.evaluators.suite import make_check
+
+    assert make_check(check, timeout=900.0, cap=1000).timeout is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "config_line"),
+    [("--budget-usd=nan", "budget_usd: .nan"), ("--budget-usd=inf", "weights: {tests: .nan}")],
+)
+def test_non_finite_numbers_are_refused(
+    flag: str, config_line: str, ralph: RunCli, tmp_path: Path
+) -> None:
+    """`--budget-usd nan` was written into state.json as `NaN`, which is not JSON."""
+    result = ralph("run", "a task", "--actor", "cmd:true", "--test", "true", flag, cwd=tmp_path)
+    assert result.code == 2 and "not a finite number" in result.err, result.err
+    config = tmp_path / ".aiwg" / "ralph" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(config_line + "\n")
+    result = ralph("run", "a task", "--actor", "cmd:true", "--test", "true", cwd=tmp_path)
+    assert result.code == 2 and "not a finite number" in result.err, result.err
