@@ -73,7 +73,7 @@ def store_here() -> MemoryStore:
 def print_json(data: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 # reflections -------------------------------------------------------------------------------

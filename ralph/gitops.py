@@ -69,9 +69,12 @@ class ChangeSet:
         files: list[FileChange] | None = None,
         *,
         pending: Future[list[FileChange]] | None = None,
+        git_moves: list[str] | None = None,
     ) -> None:
         self._files = files
         self._pending = pending
+        # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
+        self.git_moves: list[str] = git_moves or []
 
     @property
     def files(self) -> list[FileChange]:

@@ -28,6 +28,7 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
     Usage,
+    annotate,
     utc_now,
 )
 from ralph.stopping import Attempt, Decision, Spend, StopPolicy
@@ -353,6 +354,11 @@ class LoopRunner:
         if acted.timed_out:
             note = f"actor stopped at its {acted.timed_out} timeout"
             record.notes = note
+            self.reporter.note(f"iteration {iteration}: {note}")
+        # issue 15: what ralph ignored in the agent's output; the agent's own git commands undone
+        annotate(record, acted.notes)
+        annotate(record, changes.git_moves, flag="actor_moved_git")
+        for note in [*acted.notes, *changes.git_moves]:
             self.reporter.note(f"iteration {iteration}: {note}")
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).

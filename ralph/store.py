@@ -97,7 +97,12 @@ def _writable_hint(path: Path) -> str:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """JSON as every reader understands it: NaN or Infinity is refused, never written."""
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise StoreError(f"refusing to write {path}: {exc}") from None
+    atomic_write_text(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:

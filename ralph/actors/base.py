@@ -41,6 +41,7 @@ class ActorResult:
     tool_calls: list[ToolCall] = field(default_factory=list)
     summary: str | None = None  # the agent's own account of what it did, if it gives one
     unmatched_edits: list[str] = field(default_factory=list)  # edit blocks that did not apply
+    notes: list[str] = field(default_factory=list)  # what ralph ignored in its output, and why
 
 
 class Actor(Protocol):

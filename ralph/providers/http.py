@@ -226,7 +226,7 @@ class JsonPoster:
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             raise ProviderError(
                 f"{self.provider} answered HTTP {response.status_code} with malformed JSON",
                 hint="the endpoint may not speak this provider's API; check its base URL",
@@ -244,7 +244,7 @@ class JsonPoster:
 def _json_or_none(response: httpx.Response) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
