@@ -456,9 +456,11 @@ def analyze(
 
 
 def fail(error: RalphError) -> NoReturn:
-    sys.stderr.write(f"ralph: error: {error.message}\n")
+    from ralph.redact import redact
+
+    sys.stderr.write(f"ralph: error: {redact(error.message)}\n")
     if error.hint:
-        sys.stderr.write(f"hint: {error.hint}\n")
+        sys.stderr.write(f"hint: {redact(error.hint)}\n")
     sys.exit(error.exit_code)
 
 

@@ -158,7 +158,7 @@ class LoopRunner:
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
             self._stop_orphans(state)
-            self.store.clear_partial_writes(state.loop_id)
+            self.store.clear_partial_writes(state.loop_id, self.workdir)
             # a record past state.iteration is from an attempt killed before its bookkeeping
             # finished (commit, state): that attempt is done again and its record rewritten
             records = self.store.valid_records(state.loop_id)

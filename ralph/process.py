@@ -91,6 +91,8 @@ def run(
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**os.environ, **(env or {}), OWNER_VARIABLE: str(os.getpid())}
+    if stdin is not None:  # what ralph hands a program is redacted like what it writes
+        stdin = redact(stdin, full_env)
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -107,7 +109,9 @@ def run(
     last_output = [time.monotonic()]
     readers = [
         threading.Thread(
-            target=_pump, args=(stream, buffers[name], name, last_output, on_output), daemon=True
+            target=_pump,
+            args=(stream, buffers[name], name, last_output, _redacting(on_output, full_env)),
+            daemon=True,
         )
         for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
     ]
@@ -177,6 +181,17 @@ def _pump(
             buffer.write(chunk)
             if on_output is not None:
                 on_output(name, chunk.decode("utf-8", errors="replace"))
+
+
+def _redacting(
+    on_output: OutputCallback | None, environ: Mapping[str, str]
+) -> OutputCallback | None:
+    """The live output callback, given redacted text (a secret cut in two by a read boundary
+    can still show there; what is kept and written is redacted whole)."""
+    if on_output is None:
+        return None
+    callback = on_output
+    return lambda stream, text: callback(stream, redact(text, environ))
 
 
 def _feed(stream: IO[bytes] | None, text: str) -> None:

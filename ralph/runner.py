@@ -16,6 +16,7 @@ from ralph import config
 from ralph.config import Settings
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.loop import LoopResult, LoopRunner, Parts, Reporter
+from ralph.redact import redact
 from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
 
 
@@ -102,6 +103,9 @@ def run_task(
 ) -> LoopResult:
     if not task.strip():
         raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
+    # the one redaction rule: a token in the task is kept out of the state, the records, the
+    # prompts and the terminal like any other secret (README: Guarantees)
+    task = redact(task)
     root = project_root(cwd)
     home = memory_root(root)
     settings = config.load(home, flags)

@@ -23,6 +23,7 @@ from typing import Any
 from ralph import schemas
 from ralph.errors import PreflightError, StoreError
 from ralph.records import IterationRecord, from_json, to_json, utc_now
+from ralph.redact import redact, redact_data
 
 AIWG_DIR = Path(".aiwg") / "ralph"
 LOOP_ID_PATTERN = re.compile(r"^ralph-[a-z0-9-]+$")
@@ -64,9 +65,15 @@ FILE_MODE = 0o666 & ~_read_umask()
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file.
 
-    `durable` fsyncs before the rename, so even a power cut leaves old or new: records and
-    state need that; logs and prompts (rewritten by a rerun anyway) skip the cost.
+    Every file ralph writes goes through here (or `atomic_write_json`), so this is where its
+    one redaction rule (ralph.redact) is applied to what reaches disk. `durable` fsyncs before
+    the rename, so even a power cut leaves old or new: records and state need that; logs and
+    prompts (rewritten by a rerun anyway) skip the cost.
     """
+    _write(path, redact(text), durable=durable)
+
+
+def _write(path: Path, text: str, *, durable: bool = True) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -92,17 +99,47 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
         raise
 
 
+def private_tmp(root: Path) -> Path:
+    """`.aiwg/ralph/tmp/` under the working tree `root`: scratch files of the checks (pytest's
+    JUnit reports, which hold assertion text) that only the user may read, ignored by git, and
+    emptied by `ralph resume` when a kill -9 left some behind."""
+    folder = root / AIWG_DIR / "tmp"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
+def clear_private_tmp(root: Path) -> list[Path]:
+    """Remove what interrupted checks left in `private_tmp(root)`; call with the loop lock held."""
+    folder = root / AIWG_DIR / "tmp"
+    removed = []
+    if folder.is_dir():
+        for entry in os.scandir(folder):
+            if entry.name.startswith("ralph-") and entry.is_file():
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+    return removed
+
+
 def _writable_hint(path: Path) -> str:
     return f"free disk space and make {path.parent} writable; the file was left as it was"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """JSON as every reader understands it: NaN or Infinity is refused, never written."""
+    """JSON as every reader understands it (NaN or Infinity is refused, never written), its
+    strings redacted one by one (redacting the text could cut through JSON syntax)."""
     try:
-        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
     except ValueError as exc:
         raise StoreError(f"refusing to write {path}: {exc}") from None
-    atomic_write_text(path, text + "\n")
+    _write(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -232,7 +269,7 @@ class MemoryStore:
     # records ----------------------------------------------------------------------------
     def write_record(self, record: IterationRecord) -> Path:
         """Validate, then write atomically; an invalid record never reaches disk."""
-        data = record.to_json()
+        data = redact_data(record.to_json())  # what is checked is what is written
         problems = schemas.errors(schemas.RECORD, data)
         if problems:
             raise StoreError(f"refusing to write an invalid record: {problems[0]}")
@@ -285,11 +322,12 @@ class MemoryStore:
     def valid_records(self, loop_id: str) -> list[IterationRecord]:
         return [f.record for f in self.read_records(loop_id) if f.record is not None]
 
-    def clear_partial_writes(self, loop_id: str) -> list[Path]:
-        """Remove the temporary files of writes a kill -9 interrupted (the targets are whole).
+    def clear_partial_writes(self, loop_id: str, workdir: Path | None = None) -> list[Path]:
+        """Remove the temporary files of writes a kill -9 interrupted (the targets are whole),
+        and the checks' scratch files in the loop's working tree (`private_tmp`).
 
         Call with the loop's lock held: nothing else writes this loop's files meanwhile."""
-        removed = []
+        removed = clear_private_tmp(workdir) if workdir is not None else []
         for folder in (self.reflections_dir(loop_id), self.loop_dir(loop_id)):
             if not folder.is_dir():
                 continue
@@ -306,7 +344,7 @@ class MemoryStore:
 
     def write_state(self, state: LoopState) -> None:
         state.updated_at = utc_now()
-        data = to_json(state)
+        data = redact_data(to_json(state))
         problems = schemas.errors(schemas.LOOP_STATE, data)
         if problems:
             raise StoreError(f"refusing to write an invalid loop state: {problems[0]}")

@@ -31,6 +31,7 @@ from ralph.evaluators.shell import (
 from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact
+from ralph.store import private_tmp
 
 PYTEST = tool_pattern(r"py\.test|pytest")
 TRACE_LINES = 15
@@ -63,7 +64,9 @@ class PytestCheck(CommandCheck):
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        fd, name = tempfile.mkstemp(prefix="ralph-junit-", suffix=".xml")
+        # in the tree's private folder, not /tmp: the report holds assertion text (secrets,
+        # maybe), and a kill -9 of ralph leaves it behind for `ralph resume` to clear
+        fd, name = tempfile.mkstemp(prefix="ralph-junit-", suffix=".xml", dir=private_tmp(cwd))
         os.close(fd)
         junit = Path(name)
         option = f"--junitxml={shlex.quote(str(junit))}"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import __version__
 from ralph.errors import ProviderError
-from ralph.redact import redact
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     import httpx
@@ -154,9 +154,12 @@ class JsonPoster:
         headers: Mapping[str, str],
         hints: Mapping[int, str] | None = None,
     ) -> dict[str, Any]:
-        """The decoded JSON object of a 2xx answer; ProviderError for everything else."""
+        """The decoded JSON object of a 2xx answer; ProviderError for everything else.
+
+        The body is redacted (ralph.redact) like everything else that leaves ralph."""
         import httpx
 
+        body = redact_data(body)
         end = self._clock() + self.deadline
         last, attempt = "no request was sent", 0
         with httpx.Client(transport=self._transport, headers={"User-Agent": USER_AGENT}) as client:
