@@ -352,11 +352,19 @@ def status(
 
 @app.command()
 def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
-    """Mark a loop aborted (stopping it first if it is running)."""
+    """End a loop for good; a running loop is stopped first (it exits with code 4)."""
     from ralph import runner
 
-    state = runner.abort_loop(loop)
-    console().print(f"loop {state.loop_id} aborted", markup=False)
+    state, stopped = runner.abort_loop(loop)
+    if stopped:
+        console().print(f"loop {state.loop_id} aborted", markup=False)
+    else:
+        console().print(
+            f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "
+            "aborted before its next attempt (another host or pid namespace cannot be "
+            "signalled)",
+            markup=False,
+        )
 
 
 @app.command()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ralph.errors import BudgetExceeded, PreflightError, RalphError
+from ralph.errors import EXIT_ABORTED, BudgetExceeded, PreflightError, RalphError
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from ralph.lessons import Lesson
     from ralph.reflection import Reflector
 
-EXIT_CODES = {"success": 0, "already_green": 0, "limit": 1, "stalled": 1, "budget": 3}
+EXIT_CODES = {
+    "success": 0,
+    "already_green": 0,
+    "limit": 1,
+    "stalled": 1,
+    "budget": 3,
+    "aborted": EXIT_ABORTED,
+}
+ABORTED_MESSAGE = "aborted by `ralph abort`: the loop is over (start a new one with `ralph run`)"
 FINAL_STATUS = {
     "success": "completed",
     "already_green": "completed",
@@ -133,6 +141,7 @@ class LoopRunner:
                     loop_id, allow_dirty=self.settings.allow_dirty
                 )
             self.store.ensure()
+            self.store.claim(state, self.workdir)  # issue 15: saved before the baseline starts
             self.reporter.phase(0, "baseline")
             baseline = self.parts.evaluator.evaluate(self.workdir, on_output=self.reporter.output)
             state.baseline = baseline.summary()
@@ -147,13 +156,17 @@ class LoopRunner:
             return self._run(state, resumed=False)
 
     def resume(self, state: LoopState) -> LoopResult:
-        if state.effective_status() == "running":
+        if self.store.effective_status(state) == "running":  # its lock is held
             raise PreflightError(
-                f"loop {state.loop_id} is still running (pid {state.pid})",
+                f"loop {state.loop_id} is still running",
                 hint=f"stop it first, or `ralph abort {state.loop_id}`",
             )
         if state.status in ("completed", "aborted"):
             raise PreflightError(f"loop {state.loop_id} is {state.status}: nothing to resume")
+        if state.baseline is None:  # killed during its baseline (issue 15): begin again
+            with self.store.lock(state.loop_id, self.workdir):
+                self._stop_orphans(state)
+            return self.start(state.task, state.loop_id)
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
@@ -181,7 +194,7 @@ class LoopRunner:
         """What a crashed (kill -9) run had started must not edit the tree under this one."""
         from ralph.process import kill_orphans
 
-        if state.effective_status() != "crashed" or not state.pid:
+        if state.status != "running" or not state.pid:  # with the lock held: it crashed
             return
         stopped = kill_orphans(state.pid)
         if stopped:
@@ -225,6 +238,7 @@ class LoopRunner:
         policy = self.policy()
         try:
             while True:
+                self.store.check_abort(state.loop_id)  # `ralph abort` from where no signal reaches
                 spend = self._spend(state, started)
                 exhausted = policy.budget_exhausted(spend)
                 if exhausted:
@@ -238,9 +252,14 @@ class LoopRunner:
                     return self._stop(state, decision, started)
                 self._maybe_rollback(state)
         except KeyboardInterrupt:
-            state.status, state.stop_reason = "paused", "interrupted"
+            aborted = self.store.abort_requested(state.loop_id)  # `ralph abort` (issue 15)
+            state.status, state.stop_reason = (
+                ("aborted", "aborted by user") if aborted else ("paused", "interrupted")
+            )
             state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
             self.store.write_state(state)
+            if aborted:
+                return self._finish(state, "aborted", ABORTED_MESSAGE)
             result = self._result(state, 130, "interrupted: `ralph resume` continues the loop")
             self.reporter.loop_finished(result)
             return result

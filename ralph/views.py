@@ -51,6 +51,7 @@ def _reward(value: float | None) -> str:
 
 def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
     listings = store.list_loops()
+    running = store.running_loops()
     rows: list[dict[str, Any]] = []
     for item in listings:
         state = item.state
@@ -58,7 +59,7 @@ def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
             {
                 "loop_id": item.loop_id,
                 "task": state.task if state else None,
-                "status": state.effective_status() if state else "invalid",
+                "status": store.effective_status(state, running) if state else "invalid",
                 "iterations": state.iteration if state else item.record_count,
                 "best_reward": state.best_reward if state else None,
                 "updated_at": state.updated_at if state else None,
