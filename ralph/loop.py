@@ -177,11 +177,10 @@ class LoopRunner:
             records = self.store.valid_records(state.loop_id)
             self.records = [r for r in records if r.iteration <= state.iteration]
             workspace = self.parts.workspace
-            if workspace.is_git and state.git:
-                workspace.resume_loop(state.git)  # type: ignore[attr-defined]
-                rescued = workspace.rescue(state.loop_id, state.iteration + 1)  # type: ignore[attr-defined]
-                if rescued:
-                    self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
+            if workspace.is_git and state.git:  # the branch exactly as the state knows it
+                recover = workspace.recover  # type: ignore[attr-defined]
+                for note in recover(state.git, state.loop_id, state.iteration):
+                    self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.reporter.phase(0, "baseline")
             self._last_evaluation = self.parts.evaluator.evaluate(
@@ -225,6 +224,10 @@ class LoopRunner:
             loop_id, allow_dirty=self.settings.allow_dirty
         )
         git_state.setdefault("commits", {})
+        from ralph.gitops import user_changes_note  # issue 15: --allow-dirty keeps your index
+
+        if note := user_changes_note(git_state):
+            self.reporter.note(note)
         if self.workdir != self.store.root:  # a linked worktree: `resume` must find it again
             git_state["worktree"] = str(self.workdir)
         return git_state
