@@ -160,9 +160,11 @@ class JsonPoster:
         import httpx
 
         body = redact_data(body)
-        end = self._clock() + self.deadline
         last, attempt = "no request was sent", 0
         with httpx.Client(transport=self._transport, headers={"User-Agent": USER_AGENT}) as client:
+            # the deadline is the provider's: importing httpx and setting up TLS (slow on a busy
+            # machine) must not use it up before the first request is sent
+            end = self._clock() + self.deadline
             while attempt < self.max_attempts and end - self._clock() > 0:
                 attempt += 1
                 timeout = end - self._clock()
