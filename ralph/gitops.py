@@ -401,6 +401,11 @@ class GitWorkspace:
         if branch is None or expected is None:
             return []
         ref = f"refs/heads/{branch}"
+        status, out, _ = self._git.run(
+            "rev-parse", "HEAD", "--symbolic-full-name", "HEAD", check=False
+        )
+        if status == 0 and out.decode().split() == [expected, ref]:
+            return []  # one git call when nothing moved, the usual case
         at = self._rev(ref)
         current = self._git.run("symbolic-ref", "-q", "HEAD", check=False)[1].decode().strip()
         moves = []

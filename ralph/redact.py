@@ -57,27 +57,38 @@ def encodings(value: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
-@functools.lru_cache(maxsize=8)
-def _secret_forms(items: frozenset[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """(form, variable name) of every secret-named variable, longest form first, so a longer
-    encoding is replaced whole before a shorter one inside it could be."""
-    found = {
-        (form, name)
-        for name, value in items
-        if SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH
-        for form in encodings(value)
-    }
+def _secrets(environ: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """(name, value) of every variable named like a secret, long enough to be one."""
+    env = os.environ if environ is None else environ
+    found = [
+        (name, value)
+        for name, value in env.items()
+        if len(value) >= MIN_SECRET_LENGTH and SECRET_NAME.search(name)
+    ]
+    return tuple(sorted(found))
+
+
+@functools.lru_cache(maxsize=16)
+def _forms(secrets: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """(form, variable name) of every secret, longest form first, so a longer encoding is
+    replaced whole before a shorter one inside it could be."""
+    found = {(form, name) for name, value in secrets for form in encodings(value)}
     return tuple(sorted(found, key=lambda pair: (-len(pair[0]), pair)))
+
+
+def _redact(text: str, forms: tuple[tuple[str, str], ...]) -> str:
+    if len(text) < MIN_SECRET_LENGTH:
+        return text  # shorter than any secret form or credential shape
+    for form, name in forms:
+        if form in text:
+            text = text.replace(form, f"[REDACTED:{name}]")
+    return CREDENTIAL_SHAPES.sub("[REDACTED]", text)
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """Replace secret environment values (in every encoding above) with `[REDACTED:NAME]` and
     credential shapes with `[REDACTED]`."""
-    env = os.environ if environ is None else environ
-    for form, name in _secret_forms(frozenset(env.items())):
-        if form in text:
-            text = text.replace(form, f"[REDACTED:{name}]")
-    return CREDENTIAL_SHAPES.sub("[REDACTED]", text)
+    return _redact(text, _forms(_secrets(environ)))
 
 
 HEX_ID = re.compile(r"[0-9a-f]{7,64}")
@@ -86,10 +97,14 @@ HEX_ID = re.compile(r"[0-9a-f]{7,64}")
 def redact_data(data: Any, environ: Mapping[str, str] | None = None) -> Any:
     """`redact` applied to every string (keys included) of JSON-like data; commit ids and
     digests (lowercase hex) are left whole: a short secret inside one is a coincidence."""
+    return _redact_data(data, _forms(_secrets(environ)))
+
+
+def _redact_data(data: Any, forms: tuple[tuple[str, str], ...]) -> Any:
     if isinstance(data, str):
-        return data if HEX_ID.fullmatch(data) else redact(data, environ)
+        return data if HEX_ID.fullmatch(data) else _redact(data, forms)
     if isinstance(data, dict):
-        return {redact_data(k, environ): redact_data(v, environ) for k, v in data.items()}
+        return {_redact_data(k, forms): _redact_data(v, forms) for k, v in data.items()}
     if isinstance(data, list | tuple):
-        return [redact_data(item, environ) for item in data]
+        return [_redact_data(item, forms) for item in data]
     return data
