@@ -211,6 +211,16 @@ def _run_in_worktree(
     finally:
         if not keep:  # refused or already green: only a fresh checkout to throw away
             remove_worktree(workdir, force=True)
+            _forget_worktree(store, loop_id)
+
+
+def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
+    """An already-green loop's state no longer names the worktree just removed."""
+    with contextlib.suppress(StoreError):
+        state = store.read_state(loop_id)
+        if state.git and set(state.git) == {"worktree"}:
+            state.git = None
+            store.write_state(state)
 
 
 def resume_task(
