@@ -103,10 +103,11 @@ def test_secrets_in_every_printed_form_and_the_task_reach_nothing(
     task = f"make f pass; push with {SHAPED['github']} and {SHAPED['openai']}, " + (
         f"aws {SHAPED['aws']}, session {SHAPED['jwt']}"
     )
+    provider.answers("no JSON here; the reflector is asked to repair its answer")
     argv = args("--reflector", "openai:fake-model", "--max-iterations", "2", task=task)
     result = ralph(*argv, cwd=project)
     assert result.code == 1, result.err
-    assert provider.chat_requests, "the reflector was asked"
+    assert len(provider.chat_requests) >= 3, "a reflection, its repair, another reflection"
     store = MemoryStore(project)
     written = {
         str(path): path.read_text(errors="replace")
