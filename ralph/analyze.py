@@ -67,7 +67,6 @@ text (case-insensitive). Loops are listed oldest first.
 from __future__ import annotations
 
 import itertools
-import socket
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -78,7 +77,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.errors import RalphError, StoreError
 from ralph.index import FactsReader, IterationFacts, LoopFiles, StateFacts
-from ralph.store import STATUSES, MemoryStore, pid_alive, validate_loop_id
+from ralph.store import STATUSES, MemoryStore, validate_loop_id
 from ralph.trace_stats import action_stats
 from ralph.transfer import status_from_records
 
@@ -233,6 +232,7 @@ def analyze(
     loops: list[LoopAnalysis] = []
     invalid: list[InvalidFile] = []
     reader = FactsReader(store, use_index=use_index)
+    running = store.running_loops()
     try:
         todo = ids if ids is not None else store.loop_ids()
         for done, loop_id in enumerate(todo):
@@ -248,7 +248,7 @@ def analyze(
                 raise StoreError(
                     f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
                 )
-            loop_status = _status(state)
+            loop_status = _status(state, loop_id in running)
             stateless = state is None and problem is None  # e.g. imported: status from records
             if status is not None and loop_status != status and not stateless:
                 continue
@@ -284,11 +284,11 @@ def _relative(store: MemoryStore, path: Path) -> str:
         return str(path)
 
 
-def _status(state: StateFacts | None) -> str:
+def _status(state: StateFacts | None, locked: bool) -> str:
+    """`running` only while the loop's lock is held (MemoryStore.running_loops)."""
     if state is None:
         return "unknown"
-    here = state.host == socket.gethostname()
-    if state.status == "running" and state.pid and here and not pid_alive(state.pid):
+    if state.status == "running" and not locked:
         return "crashed"
     return state.status
 

@@ -192,7 +192,7 @@ class Entry:
         self.rewards, self.stop_reason = list(state.reward_history), state.stop_reason
         self.branch = (state.git or {}).get("branch")
         self.worktree = (state.git or {}).get("worktree")
-        self.status = state.effective_status()
+        self.status = store.effective_status(state)
         return moved
 
     def to_json(self) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         tokens=int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0)),
         cost_usd=usage.get("cost_usd"),
         wall_seconds=float(usage.get("wall_seconds", 0.0)),
-        status=state.effective_status() if state else "not started",
+        status=store.effective_status(state) if state else "not started",
     )
 
 

@@ -73,7 +73,7 @@ def store_here() -> MemoryStore:
 def print_json(data: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 # reflections -------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def reflections_validate(
     store = store_here()
     if not paths:
         store.require()
-        paths = [store.base / "reflections", store.base / "loops"]
+        paths = views.memory_paths(store)
     raise typer.Exit(views.validate_paths(paths, console()))
 
 
@@ -513,11 +513,19 @@ def status(
 
 @app.command()
 def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
-    """Mark a loop aborted (stopping it first if it is running)."""
+    """End a loop for good; a running loop is stopped first (it exits with code 4)."""
     from ralph import runner
 
-    state = runner.abort_loop(loop)
-    console().print(f"loop {state.loop_id} aborted", markup=False)
+    state, stopped = runner.abort_loop(loop)
+    if stopped:
+        console().print(f"loop {state.loop_id} aborted", markup=False)
+    else:
+        console().print(
+            f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "
+            "aborted before its next attempt (another host or pid namespace cannot be "
+            "signalled)",
+            markup=False,
+        )
 
 
 @app.command()
@@ -714,9 +722,11 @@ def analyze(
 
 
 def fail(error: RalphError) -> NoReturn:
-    sys.stderr.write(f"ralph: error: {error.message}\n")
+    from ralph.redact import redact
+
+    sys.stderr.write(f"ralph: error: {redact(error.message)}\n")
     if error.hint:
-        sys.stderr.write(f"hint: {error.hint}\n")
+        sys.stderr.write(f"hint: {redact(error.hint)}\n")
     sys.exit(error.exit_code)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -96,15 +97,39 @@ KEYS: tuple[str, ...] = tuple(
 
 
 def parse_duration(value: Any, key: str = "duration") -> float | None:
-    """Plain seconds, or `45s`, `10m`, `2h`; None stays None (no limit)."""
-    if value is None or isinstance(value, int | float):
-        return None if value is None else float(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
-    if not match:
-        raise ConfigError(
-            f"{key}: cannot read duration {value!r}", hint="use seconds, or 45s, 10m, 2h"
-        )
-    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    """Plain seconds, or `45s`, `10m`, `2h`; None and 0 mean no limit.
+
+    The one reader of durations, whether they come from a flag, a RALPH_* variable, the config
+    file or a loop's saved settings: a negative, NaN or infinite value is refused (exit 2).
+    """
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+        if not match:
+            raise ConfigError(f"{key}: cannot read duration {value!r}", hint=DURATION_HINT)
+        seconds = float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"{key}: {value!r} is not a duration", hint=DURATION_HINT)
+    return seconds or None
+
+
+DURATION_HINT = "use seconds >= 0, or 45s, 10m, 2h; 0 means no limit"
+
+
+def _non_finite(value: Any, where: str) -> str | None:
+    """The first NaN or infinite number in `value` (a parsed config), as `key.subkey`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "a value"
+    if isinstance(value, dict | list):
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in pairs:
+            found = _non_finite(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    return None
 
 
 def infer_parser(command: str) -> str:
@@ -159,9 +184,15 @@ def parse_check(item: str | dict[str, Any]) -> CheckSpec:
         command=command,
         parser=item.get("parser") or infer_parser(command),
         weight=item.get("weight"),
-        timeout=parse_duration(item.get("timeout"), f"checks.{name}.timeout"),
+        timeout=_check_timeout(item.get("timeout"), f"checks.{name}.timeout"),
         role=validate_role(item.get("role"), f"checks.{name}.role"),
     )
+
+
+def _check_timeout(value: Any, key: str) -> float | None:
+    """A check's own limit: None falls back to `check_timeout`, 0 (no limit) stays 0."""
+    seconds = parse_duration(value, key)
+    return 0.0 if seconds is None and value is not None else seconds
 
 
 def _check_name(command: str) -> str:
@@ -177,6 +208,13 @@ def _validate(source: str, data: dict[str, Any]) -> None:
                 f"{source}: unknown setting {key!r}",
                 hint=f"did you mean {close[0]!r}?" if close else f"valid: {', '.join(KEYS)}",
             )
+    for key in DURATION_KEYS:
+        parse_duration(data.get(key), f"{source}: {key}")
+    bad = _non_finite(data, "")
+    if bad:
+        raise ConfigError(
+            f"{source}: {bad} is not a finite number", hint="NaN and infinity are not settings"
+        )
     # the two keys whose valid values a user must be told by name (the schema's oneOf cannot)
     if "success" in data:
         validate_success(data["success"], f"{source}: success")

@@ -34,3 +34,11 @@ class BudgetExceeded(RalphError):
     """Money, tokens or time ran out. Exit code 3."""
 
     exit_code = 3
+
+
+class LoopAborted(KeyboardInterrupt):
+    """`ralph abort` asked a running loop to end. A KeyboardInterrupt, so it stops whatever runs
+    the way Ctrl-C does; the loop then ends as aborted instead of paused (exit code 4)."""
+
+
+EXIT_ABORTED = 4

@@ -55,9 +55,10 @@ def record_feedback(
     from ralph.store import atomic_write_json
 
     state = store.read_state(loop_id)  # names an unknown loop
-    if state.effective_status() in ("running", "paused", "crashed"):
+    status = store.effective_status(state)
+    if status in ("running", "paused", "crashed"):
         raise StoreError(
-            f"loop {loop_id} is {state.effective_status()}: feedback is for a finished loop",
+            f"loop {loop_id} is {status}: feedback is for a finished loop",
             hint=f"let it finish, or `ralph abort {loop_id}` first",
         )
     earlier = read_feedback(store, loop_id)

@@ -69,9 +69,12 @@ class ChangeSet:
         files: list[FileChange] | None = None,
         *,
         pending: Future[list[FileChange]] | None = None,
+        git_moves: list[str] | None = None,
     ) -> None:
         self._files = files
         self._pending = pending
+        # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
+        self.git_moves: list[str] = git_moves or []
 
     @property
     def files(self) -> list[FileChange]:
@@ -290,6 +293,7 @@ class GitWorkspace:
         self._base_tree: str | None = None
         self._committed_tree: str | None = None
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
+        self._branch: str | None = None  # the loop's branch, once started or resumed
 
     def _identity_env(self) -> dict[str, str]:
         """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
@@ -371,13 +375,66 @@ class GitWorkspace:
             self._base_tree = self._stage_tree(env)
 
     def changes(self) -> ChangeSet:
-        """Stage the attempt's tree now (before the checks can add files); diff it meanwhile."""
+        """Stage the attempt's tree now (before the checks can add files); diff it meanwhile.
+
+        First undo the actor's own git commands (`reclaim`): what they did to the files is
+        part of the attempt; what they did to branches and HEAD is not."""
+        moves = self.reclaim()
         base = self._base_tree or self._tree_of(self.current_commit())
         with self._scratch_index() as env:
             tree = self._stage_tree(env)
         if tree == base:
-            return ChangeSet([])
-        return ChangeSet(pending=_background().submit(self._diff_trees, base, tree))
+            return ChangeSet([], git_moves=moves)
+        pending = _background().submit(self._diff_trees, base, tree)
+        return ChangeSet(pending=pending, git_moves=moves)
+
+    def reclaim(self) -> list[str]:
+        """Put the loop's branch back where ralph's last commit left it and check it out again,
+        leaving the files as they are; returns what had moved, one sentence each.
+
+        An agent may run `git commit`, `git reset --hard`, `git checkout main` or delete the
+        loop branch. Its commits would otherwise sit under ralph's (or break `update-ref`), and
+        a reset could drop iterations the state still names. The files stay as the agent left
+        them: they are the attempt, diffed and committed like any other change.
+        """
+        branch, expected = self._branch, self._committed_head
+        if branch is None or expected is None:
+            return []
+        ref = f"refs/heads/{branch}"
+        status, out, _ = self._git.run(
+            "rev-parse", "HEAD", "--symbolic-full-name", "HEAD", check=False
+        )
+        if status == 0 and out.decode().split() == [expected, ref]:
+            return []  # one git call when nothing moved, the usual case
+        at = self._rev(ref)
+        current = self._git.run("symbolic-ref", "-q", "HEAD", check=False)[1].decode().strip()
+        moves = []
+        if at is None:
+            moves.append(f"the agent deleted the loop branch {branch}")
+        elif at != expected:
+            if self._git.ok("merge-base", "--is-ancestor", expected, at):
+                what = f"committed on {branch} ({at[:12]})"
+            else:
+                what = f"moved {branch} to {at[:12]} (a reset)"
+            moves.append(f"the agent {what}")
+        if current != ref:
+            where = (
+                current.removeprefix("refs/heads/") or f"a detached HEAD ({self.current_commit()})"
+            )
+            moves.append(f"the agent checked out {where}")
+        if not moves:
+            return []
+        self._git.run("update-ref", "-m", "ralph: the loop branch put back", ref, expected)
+        self._git.run("symbolic-ref", "HEAD", ref)
+        self._git.run("reset", "-q", "--", ".", self._exclude)  # the index mirrors HEAD again
+        kept = "ralph put its branch back at " + expected[:12] + " and kept the files as they are"
+        return [f"{'; '.join(moves)}: {kept}"]
+
+    def _rev(self, rev: str) -> str | None:
+        status, out, _ = self._git.run(
+            "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False
+        )
+        return out.decode().strip() if status == 0 else None
 
     def _diff_trees(self, base: str, tree: str) -> list[FileChange]:
         diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff")
@@ -485,17 +542,54 @@ class GitWorkspace:
         head, dirty = self.preflight_loop(loop_id, allow_dirty=allow_dirty)
         branch = f"ralph/{loop_id}"
         original = self._current_branch()
+        saved = (
+            self._stash_user_changes(f"{original or head[:12]} when ralph loop {loop_id} started")
+            if dirty
+            else None
+        )
         self._git.run("checkout", "-q", "-b", branch)  # same commit: the tree is untouched
+        self._branch, self._committed_head = branch, head
         base = head
         if dirty:
             note = f"ralph: {loop_id} starting point (uncommitted changes on {original or head})"
             base = self.commit_iteration(note)
-        return {
+        state = {
             "branch": branch,
             "base_commit": base,
             "original_branch": original,
             "original_commit": head,
         }
+        if saved:
+            state["user_changes"] = saved
+        return state
+
+    def _stash_user_changes(self, where: str) -> str:
+        """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
+        the work tree, and the untracked files apart, like `git stash push -u` would keep them,
+        but without touching a file. On your branch, `git stash apply --index` brings back what
+        was staged as staged, unstaged as unstaged and untracked as untracked."""
+        head = self.current_commit() or ""
+        index_tree = self._git.text("write-tree")  # the user's own index, as it is
+        index = self._commit_tree(index_tree, [head], f"index on {where}")
+        with self._scratch_index() as env:
+            self._git.run("add", "-u", "--", ".", self._exclude, env=env)
+            work_tree = self._git.text("write-tree", env=env)
+        untracked = self._git.names(
+            "ls-files", "--others", "--exclude-standard", "-z", "--", ".", self._exclude
+        )
+        parents = [head, index]
+        if untracked:
+            with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+                for start in range(0, len(untracked), 200):
+                    chunk = [f":(literal){name}" for name in untracked[start : start + 200]]
+                    self._git.run("add", "-f", "--", *chunk, env=env)
+                tree = self._git.text("write-tree", env=env)
+            parents.append(self._commit_tree(tree, [], f"untracked files on {where}"))
+        message = f"ralph: uncommitted changes on {where}"
+        stash = self._commit_tree(work_tree, parents, message)
+        self._git.run("stash", "store", "-m", message, stash)
+        return stash
 
     def resume_loop(self, git_state: Mapping[str, Any]) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
@@ -532,6 +626,78 @@ class GitWorkspace:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
 
+    def recover(self, git_state: Mapping[str, Any], loop_id: str, iteration: int) -> list[str]:
+        """Before a resumed loop goes on: its branch checked out, exactly at the commit of the
+        state's last iteration, the tree clean; returns what was done, one note each.
+
+        A kill -9 between an iteration's commit and its state leaves a commit the state does
+        not know, and leftovers of an attempt may lie in the tree. Both are saved on
+        `refs/ralph/rescue/<loop>/<n>` (n: the iteration done again) and cleared: the branch is
+        reset to the state's commit, so iteration n is done once, from where the state says.
+        """
+        branch = str(git_state.get("branch") or "")
+        commits = git_state.get("commits") or {}
+        expected = commits.get(str(iteration)) if iteration else None
+        expected = expected or git_state.get("base_commit")
+        if not branch or not expected or self._rev(str(expected)) is None:
+            self.resume_loop(git_state)
+            return []
+        expected = str(expected)
+        notes = []
+        self._refuse_stale_locks(branch)
+        if self._rev(f"refs/heads/{branch}") is None:  # deleted: the state knows where it was
+            self._git.run(
+                "update-ref",
+                "-m",
+                "ralph: the loop branch restored",
+                f"refs/heads/{branch}",
+                expected,
+            )
+            notes.append(f"the loop branch {branch} was gone: recreated at {expected[:12]}")
+        self.resume_loop(git_state)
+        self._branch = branch
+        rescued = self.rescue(loop_id, iteration + 1)
+        if rescued:
+            notes.append(f"leftovers of the interrupted attempt saved as {rescued}")
+        head = self.current_commit()
+        if head and head != expected:
+            ref = f"refs/ralph/rescue/{loop_id}/{int(iteration) + 1}"
+            kept = self._rev(ref)
+            if kept is None or not self._git.ok("merge-base", "--is-ancestor", head, kept):
+                message = (
+                    f"ralph: {loop_id} iteration {iteration + 1} commit the state did not know"
+                )
+                self._git.run("update-ref", "-m", message, ref, head)
+            self._put_back(expected, head)
+            self._git.run(
+                "update-ref",
+                "-m",
+                "ralph: back to the state's commit",
+                f"refs/heads/{branch}",
+                expected,
+                head,
+            )
+            notes.append(
+                f"{branch} was at {head[:12]}, a commit the loop's state does not know (an "
+                f"interrupted iteration {iteration + 1}): saved as {ref}, branch reset to "
+                f"{expected[:12]}"
+            )
+        self._committed_head = expected
+        return notes
+
+    def _put_back(self, target: str, current: str) -> None:
+        """Make the files outside memory that differ between `current` (what the tree holds)
+        and `target` what `target` holds; then the index mirrors `target`."""
+        entries = self._git.names(
+            "diff", "--name-status", "-z", "--no-renames", target, current, "--", ".", self._exclude
+        )
+        pairs = list(zip(entries[0::2], entries[1::2], strict=True))
+        self._remove([name for status, name in pairs if status == "A"])
+        back = [f":(literal){name}" for status, name in pairs if status != "A"]
+        for start in range(0, len(back), 200):
+            self._git.run("checkout", target, "--", *back[start : start + 200])
+        self._git.run("reset", "-q", target, "--", ".", self._exclude)
+
     def _refuse_stale_locks(self, branch: str) -> None:
         """A git command killed mid-way (say, with a kill -9 of the whole loop) leaves its lock
         file; git then refuses every commit. Say so before an attempt is spent, not after."""
@@ -565,16 +731,21 @@ class GitWorkspace:
         message = f"ralph: {loop_id} iteration {iteration} leftovers of an interrupted attempt"
         sha = self._commit_tree(tree, [head, *([old] if old else [])], message)
         self._git.run("update-ref", "-m", message, ref, sha)
-        entries = self._git.names(
-            "diff", "--name-status", "-z", "--no-renames", head, sha, "--", ".", self._exclude
-        )
-        pairs = list(zip(entries[0::2], entries[1::2], strict=True))
-        self._remove([name for status, name in pairs if status == "A"])
-        back = [f":(literal){name}" for status, name in pairs if status != "A"]
-        for start in range(0, len(back), 200):
-            self._git.run("checkout", head, "--", *back[start : start + 200])
-        self._git.run("reset", "-q", "--", ".", self._exclude)
+        self._put_back(head, sha)
         return ref
+
+
+def user_changes_note(git_state: Mapping[str, Any]) -> str | None:
+    """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
+    stash = git_state.get("user_changes")
+    if not stash:
+        return None
+    where = git_state.get("original_branch") or "your branch"
+    return (
+        f"your uncommitted changes are in the loop's starting point, and saved as they were "
+        f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
+        f"`git stash apply --index {str(stash)[:12]}` brings them back"
+    )
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ralph.errors import BudgetExceeded, PreflightError, RalphError
+from ralph.errors import EXIT_ABORTED, BudgetExceeded, PreflightError, RalphError
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -28,6 +28,7 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
     Usage,
+    annotate,
     utc_now,
 )
 from ralph.stopping import Attempt, Decision, Spend, StopPolicy
@@ -42,8 +43,17 @@ if TYPE_CHECKING:
     from ralph.lessons import Lesson
     from ralph.reflection import Reflector
 
-EXIT_CODES = {"success": 0, "already_green": 0, "limit": 1, "stalled": 1, "budget": 3}
-EXIT_CODES |= {"diminishing": 1, "degraded": 1}  # Self-Refine's stops (stopping.py)
+EXIT_CODES = {
+    "success": 0,
+    "already_green": 0,
+    "limit": 1,
+    "stalled": 1,
+    "budget": 3,
+    "aborted": EXIT_ABORTED,
+    "diminishing": 1,  # Self-Refine's stops (stopping.py)
+    "degraded": 1,
+}
+ABORTED_MESSAGE = "aborted by `ralph abort`: the loop is over (start a new one with `ralph run`)"
 FINAL_STATUS = {
     "success": "completed",
     "already_green": "completed",
@@ -159,6 +169,7 @@ class LoopRunner:
                     loop_id, allow_dirty=self.settings.allow_dirty
                 )
             self.store.ensure()
+            self.store.claim(state, self.workdir)  # issue 15: saved before the baseline starts
             self._bind_judges(task, self.parts.workspace.current_commit())
             self.reporter.phase(0, "baseline")
             evaluation = self.parts.evaluator.evaluate_baseline(
@@ -185,28 +196,31 @@ class LoopRunner:
             return self._run(state, resumed=False)
 
     def resume(self, state: LoopState) -> LoopResult:
-        if state.effective_status() == "running":
+        if self.store.effective_status(state) == "running":  # its lock is held
             raise PreflightError(
-                f"loop {state.loop_id} is still running (pid {state.pid})",
+                f"loop {state.loop_id} is still running",
                 hint=f"stop it first, or `ralph abort {state.loop_id}`",
             )
         if state.status in ("completed", "aborted"):
             raise PreflightError(f"loop {state.loop_id} is {state.status}: nothing to resume")
+        if state.baseline is None:  # killed during its baseline (issue 15): begin again
+            with self.store.lock(state.loop_id, self.workdir):
+                self._stop_orphans(state)
+            return self.start(state.task, state.loop_id)
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
             self._stop_orphans(state)
-            self.store.clear_partial_writes(state.loop_id)
+            self.store.clear_partial_writes(state.loop_id, self.workdir)
             # a record past state.iteration is from an attempt killed before its bookkeeping
             # finished (commit, state): that attempt is done again and its record rewritten
             records = self.store.valid_records(state.loop_id)
             self.records = [r for r in records if r.iteration <= state.iteration]
             workspace = self.parts.workspace
-            if workspace.is_git and state.git:
-                workspace.resume_loop(state.git)  # type: ignore[attr-defined]
-                rescued = workspace.rescue(state.loop_id, state.iteration + 1)  # type: ignore[attr-defined]
-                if rescued:
-                    self.reporter.note(f"leftovers of the interrupted attempt saved as {rescued}")
+            if workspace.is_git and state.git:  # the branch exactly as the state knows it
+                recover = workspace.recover  # type: ignore[attr-defined]
+                for note in recover(state.git, state.loop_id, state.iteration):
+                    self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.baseline = self.store.read_baseline(state.loop_id, state.baseline)
             self._bind_judges(state.task, (state.git or {}).get("base_commit"))
@@ -221,7 +235,7 @@ class LoopRunner:
         """What a crashed (kill -9) run had started must not edit the tree under this one."""
         from ralph.process import kill_orphans
 
-        if state.effective_status() != "crashed" or not state.pid:
+        if state.status != "running" or not state.pid:  # with the lock held: it crashed
             return
         stopped = kill_orphans(state.pid)
         if stopped:
@@ -270,6 +284,10 @@ class LoopRunner:
             loop_id, allow_dirty=self.settings.allow_dirty
         )
         git_state.setdefault("commits", {})
+        from ralph.gitops import user_changes_note  # issue 15: --allow-dirty keeps your index
+
+        if note := user_changes_note(git_state):
+            self.reporter.note(note)
         if self.workdir != self.store.root:  # a linked worktree: `resume` must find it again
             git_state["worktree"] = str(self.workdir)
         return git_state
@@ -283,6 +301,7 @@ class LoopRunner:
         policy = self.policy()
         try:
             while True:
+                self.store.check_abort(state.loop_id)  # `ralph abort` from where no signal reaches
                 spend = self._spend(state, started)
                 exhausted = policy.budget_exhausted(spend)
                 if exhausted:
@@ -298,9 +317,14 @@ class LoopRunner:
                     return self._stop(state, decision, started)
                 self._maybe_rollback(state)
         except KeyboardInterrupt:
-            state.status, state.stop_reason = "paused", "interrupted"
+            aborted = self.store.abort_requested(state.loop_id)  # `ralph abort` (issue 15)
+            state.status, state.stop_reason = (
+                ("aborted", "aborted by user") if aborted else ("paused", "interrupted")
+            )
             state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
             self.store.write_state(state)
+            if aborted:
+                return self._finish(state, "aborted", ABORTED_MESSAGE)
             result = self._result(state, 130, "interrupted: `ralph resume` continues the loop")
             self.reporter.loop_finished(result)
             return result
@@ -424,6 +448,11 @@ class LoopRunner:
         if acted.timed_out:
             note = f"actor stopped at its {acted.timed_out} timeout"
             record.notes = note
+            self.reporter.note(f"iteration {iteration}: {note}")
+        # issue 15: what ralph ignored in the agent's output; the agent's own git commands undone
+        annotate(record, acted.notes)
+        annotate(record, changes.git_moves, flag="actor_moved_git")
+        for note in [*acted.notes, *changes.git_moves]:
             self.reporter.note(f"iteration {iteration}: {note}")
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).

@@ -91,6 +91,8 @@ def run(
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**os.environ, **(env or {}), OWNER_VARIABLE: str(os.getpid())}
+    if stdin is not None:  # what ralph hands a program is redacted like what it writes
+        stdin = redact(stdin, full_env)
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -107,7 +109,9 @@ def run(
     last_output = [time.monotonic()]
     readers = [
         threading.Thread(
-            target=_pump, args=(stream, buffers[name], name, last_output, on_output), daemon=True
+            target=_pump,
+            args=(stream, buffers[name], name, last_output, _redacting(on_output, full_env)),
+            daemon=True,
         )
         for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
     ]
@@ -179,6 +183,17 @@ def _pump(
                 on_output(name, chunk.decode("utf-8", errors="replace"))
 
 
+def _redacting(
+    on_output: OutputCallback | None, environ: Mapping[str, str]
+) -> OutputCallback | None:
+    """The live output callback, given redacted text (a secret cut in two by a read boundary
+    can still show there; what is kept and written is redacted whole)."""
+    if on_output is None:
+        return None
+    callback = on_output
+    return lambda stream, text: callback(stream, redact(text, environ))
+
+
 def _feed(stream: IO[bytes] | None, text: str) -> None:
     if stream is None:
         return
@@ -233,24 +248,40 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def start_time(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks after boot (Linux /proc); None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rfind(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def kill_orphans(owner_pid: int) -> list[int]:
     """SIGKILL the process groups that a dead ralph (pid `owner_pid`) started and left running.
 
     After a kill -9 of ralph itself nothing stops its agent or checks: they would go on editing
     the tree while a resumed loop works in it. They are found by the OWNER_VARIABLE they all
-    inherited. Only meaningful once `owner_pid` is known dead; Linux (/proc) only, else a no-op.
+    inherited. Call once the loop's lock is free (its ralph is gone). A process whose owner pid
+    belongs to a process started before it is spared: that owner is alive, it is no orphan;
+    an owner pid now held by a younger process was reused. Linux (/proc) only, else a no-op.
     """
     proc_root = Path("/proc")
     if owner_pid <= 0 or owner_pid == os.getpid() or not proc_root.is_dir():
         return []
     marker = f"{OWNER_VARIABLE}={owner_pid}".encode()
+    owner_started = start_time(owner_pid)
     groups: set[int] = set()
     for entry in os.scandir(proc_root):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if marker in Path(entry.path, "environ").read_bytes().split(b"\0"):
-                groups.add(os.getpgid(int(entry.name)))
+            if marker not in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                continue
+            started = start_time(int(entry.name))
+            if owner_started is not None and started is not None and owner_started <= started:
+                continue  # its owner (or one as old) still lives: not an orphan
+            groups.add(os.getpgid(int(entry.name)))
         except OSError:  # gone, or not ours to read
             continue
     groups.discard(os.getpgrp())

@@ -332,3 +332,13 @@ def _convert(tp: Any, value: Any) -> Any:
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def annotate(record: IterationRecord, notes: list[str], *, flag: str | None = None) -> None:
+    """Add `notes` to the record's `notes` (one per line, after what is there) and, when there
+    are any, `flag` to its quality flags: what ralph ignored or undid in this iteration."""
+    if not notes:
+        return
+    record.notes = "\n".join([*([record.notes] if record.notes else []), *notes])
+    if flag is not None and record.ralph is not None and flag not in record.ralph.quality_flags:
+        record.ralph.quality_flags.append(flag)

@@ -210,7 +210,7 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
         for match in re.finditer(r"\{", block):
             try:
                 value, _ = decoder.raw_decode(block, match.start())
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
                 continue
             if isinstance(value, dict):
                 return value

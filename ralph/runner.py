@@ -14,9 +14,17 @@ from typing import Any
 
 from ralph import config
 from ralph.config import Settings
-from ralph.errors import ConfigError, PreflightError, StoreError
-from ralph.loop import LoopResult, LoopRunner, Parts, Reporter
-from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
+from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
+from ralph.loop import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
+from ralph.redact import redact
+from ralph.store import (
+    LoopState,
+    MemoryStore,
+    atomic_write_text,
+    new_loop_id,
+    same_process,
+    validate_loop_id,
+)
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -73,22 +81,73 @@ def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | Non
     )
 
 
+SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """A CI cancel (SIGTERM) saves the loop like Ctrl-C does."""
+    """A CI cancel (SIGTERM) or a closed terminal or ssh session (SIGHUP) saves the loop like
+    Ctrl-C does. After a hangup the terminal is gone: what ralph would print there is dropped
+    (output to files and pipes stays), so saving the loop cannot fail on a dead terminal."""
 
     def handler(signum: int, frame: Any) -> None:
+        if signum == getattr(signal, "SIGHUP", None):
+            _drop_terminal_output()
         raise KeyboardInterrupt
 
+    previous: dict[int, Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        for name in SAVING_SIGNALS:
+            number = getattr(signal, name, None)
+            if number is not None:
+                previous[number] = signal.signal(number, handler)
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def _drop_terminal_output() -> None:
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            if os.isatty(fd):
+                os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any) -> LoopResult:
+    """Run the loop; `ralph abort` arriving before the loop's own handler is in place (during
+    the baseline) still ends it as aborted, not as interrupted."""
+    try:
+        with sigterm_as_interrupt():
+            result: LoopResult = run()
+            return result
+    except KeyboardInterrupt:
+        if not store.abort_requested(loop_id) or not store.state_path(loop_id).exists():
+            raise
+        state = store.read_state(loop_id)
+        state.status, state.stop_reason = "aborted", "aborted by user"
+        store.write_state(state)
+        result = LoopResult(
+            loop_id=loop_id,
+            status="aborted",
+            stop_reason="aborted by user",
+            exit_code=EXIT_ABORTED,
+            iterations=state.iteration,
+            best_iteration=state.best_iteration,
+            best_reward=state.best_reward,
+            reward_history=list(state.reward_history),
+            usage=dict(state.usage),
+            reflections_dir=str(store.reflections_dir(loop_id)),
+            message=ABORTED_MESSAGE,
+        )
+        reporter.loop_finished(result)
+        return result
 
 
 def run_task(
@@ -102,6 +161,9 @@ def run_task(
 ) -> LoopResult:
     if not task.strip():
         raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
+    # the one redaction rule: a token in the task is kept out of the state, the records, the
+    # prompts and the terminal like any other secret (README: Guarantees)
+    task = redact(task)
     root = project_root(cwd)
     home = memory_root(root)
     settings = config.load(home, flags)
@@ -111,8 +173,7 @@ def run_task(
         raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
     if not settings.worktree:
         runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
-        with sigterm_as_interrupt():
-            return runner.start(task, loop_id)
+        return _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
     return _run_in_worktree(task, loop_id, settings, store, root, reporter, parts)
 
 
@@ -141,24 +202,25 @@ def _run_in_worktree(
     keep = False
     try:
         runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
-        with sigterm_as_interrupt():
-            result = runner.start(task, loop_id)
+        result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
         return result
     except BaseException:
-        keep = _has_branch(store, loop_id)
+        keep = store.state_path(loop_id).exists()  # `resume` continues it in this worktree
         raise
     finally:
         if not keep:  # refused or already green: only a fresh checkout to throw away
             remove_worktree(workdir, force=True)
+            _forget_worktree(store, loop_id)
 
 
-def _has_branch(store: MemoryStore, loop_id: str) -> bool:
-    """Whether the loop got as far as its branch (then its worktree holds its work)."""
-    try:
-        return bool(store.read_state(loop_id).git)
-    except StoreError:
-        return False
+def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
+    """An already-green loop's state no longer names the worktree just removed."""
+    with contextlib.suppress(StoreError):
+        state = store.read_state(loop_id)
+        if state.git and set(state.git) == {"worktree"}:
+            state.git = None
+            store.write_state(state)
 
 
 def resume_task(
@@ -173,13 +235,19 @@ def resume_task(
     store = MemoryStore(home)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else _resumable(store))
+    if (  # aborted, then died before it could say so
+        store.abort_requested(state.loop_id)
+        and state.status not in ("completed", "aborted")
+        and store.effective_status(state) != "running"
+    ):
+        state.status, state.stop_reason = "aborted", "aborted by user"
+        store.write_state(state)
     snapshot = dict(state.settings)
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
     runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
-    with sigterm_as_interrupt():
-        return runner.resume(state)
+    return _guard_abort(store, state.loop_id, reporter, lambda: runner.resume(state))
 
 
 def loop_workdir(state: LoopState, home: Path) -> Path:
@@ -197,10 +265,11 @@ def loop_workdir(state: LoopState, home: Path) -> Path:
 
 
 def _resumable(store: MemoryStore) -> str:
+    running = store.running_loops()
     candidates = [
         item.state
         for item in store.list_loops()
-        if item.state and item.state.effective_status() in ("paused", "crashed")
+        if item.state and store.effective_status(item.state, running) in ("paused", "crashed")
     ]
     if not candidates:
         raise StoreError("no paused or crashed loop to resume", hint="`ralph status` lists loops")
@@ -216,31 +285,46 @@ def store_for(cwd: Path | None = None) -> MemoryStore:
     return MemoryStore(main) if main is not None else MemoryStore.discover(here)
 
 
-def abort_loop(loop_id: str, cwd: Path | None = None) -> LoopState:
+ABORT_WAIT = 60.0  # seconds `ralph abort` waits for a running loop to save itself and stop
+
+
+def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
+    """End a loop as aborted: (its state, whether it has stopped).
+
+    A running loop (its lock is held) is asked to end: a request file it reads between
+    attempts, and SIGINT when the lock names a process this host can verify is still that
+    process (same pid namespace and start time), so a reused pid is never signalled. The loop
+    then kills its attempt, saves itself as aborted and exits with code 4.
+    """
     store = store_for(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id))
     if state.status in ("completed", "aborted"):
         raise StoreError(f"loop {loop_id} is already {state.status}")
-    if state.effective_status() == "running" and state.pid and state.pid != os.getpid():
-        _interrupt_and_wait(state.pid)
+    holder = store.running_loops().get(loop_id)
+    if holder is not None:
+        atomic_write_text(store.abort_path(loop_id), "requested by `ralph abort`\n")
+        if same_process(holder) and holder.get("pid") != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(holder["pid"]), signal.SIGINT)
+        if not _wait_until_stopped(store, loop_id):
+            return store.read_state(loop_id), False
         state = store.read_state(loop_id)  # what the loop saved while stopping
-    state.status, state.stop_reason = "aborted", "aborted by user"
-    store.write_state(state)
-    return state
+    if state.status != "aborted":
+        state.status, state.stop_reason = "aborted", "aborted by user"
+        store.write_state(state)
+    return state, True
 
 
-def _interrupt_and_wait(pid: int, seconds: float = 15.0) -> None:
-    """Ctrl-C the running loop (it kills its attempt and saves itself), then wait for it."""
+def _wait_until_stopped(store: MemoryStore, loop_id: str) -> bool:
     import time
 
-    from ralph.store import pid_alive
-
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGINT)
-    deadline = time.monotonic() + seconds
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    deadline = time.monotonic() + ABORT_WAIT
+    while loop_id in store.running_loops():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
@@ -250,7 +334,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
     return {
         "loop_id": state.loop_id,
         "task": state.task,
-        "status": state.effective_status(),
+        "status": store.effective_status(state),
         "stop_reason": state.stop_reason,
         "iteration": state.iteration,
         "max_iterations": state.settings.get("max_iterations"),

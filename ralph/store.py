@@ -15,14 +15,16 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
-from ralph.errors import PreflightError, StoreError
+from ralph.errors import LoopAborted, PreflightError, StoreError
 from ralph.records import IterationRecord, from_json, to_json, utc_now
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline
@@ -67,9 +69,15 @@ FILE_MODE = 0o666 & ~_read_umask()
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file.
 
-    `durable` fsyncs before the rename, so even a power cut leaves old or new: records and
-    state need that; logs and prompts (rewritten by a rerun anyway) skip the cost.
+    Every file ralph writes goes through here (or `atomic_write_json`), so this is where its
+    one redaction rule (ralph.redact) is applied to what reaches disk. `durable` fsyncs before
+    the rename, so even a power cut leaves old or new: records and state need that; logs and
+    prompts (rewritten by a rerun anyway) skip the cost.
     """
+    _write(path, redact(text), durable=durable)
+
+
+def _write(path: Path, text: str, *, durable: bool = True) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -95,12 +103,62 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
         raise
 
 
+def private_tmp(root: Path) -> Path:
+    """`.aiwg/ralph/tmp/` of the memory at `root`: the checks' scratch files (pytest's JUnit
+    reports, which hold assertion text), readable by the user only, ignored by git. A file is
+    named after the process that made it (`scratch_prefix`), so what a kill -9 left behind is
+    removed once that process is gone: by the next check and by `ralph resume`."""
+    folder = root / AIWG_DIR / "tmp"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    clear_private_tmp(root)
+    return folder
+
+
+def scratch_prefix() -> str:
+    """`ralph-<pid>-<start time>-`: a scratch file's name says which process made it."""
+    from ralph.process import start_time
+
+    return f"ralph-{os.getpid()}-{start_time(os.getpid()) or 0}-"
+
+
+SCRATCH_NAME = re.compile(r"^ralph-(\d+)-(\d+)-")
+
+
+def clear_private_tmp(root: Path) -> list[Path]:
+    """Remove the scratch files in `private_tmp(root)` whose process is gone (its pid is free
+    or now names a process started at another time)."""
+    from ralph.process import start_time
+
+    folder = root / AIWG_DIR / "tmp"
+    removed = []
+    for entry in os.scandir(folder) if folder.is_dir() else ():
+        match = SCRATCH_NAME.match(entry.name)
+        if match and start_time(int(match[1])) != int(match[2]) and entry.is_file():
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
 def _writable_hint(path: Path) -> str:
     return f"free disk space and make {path.parent} writable; the file was left as it was"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """JSON as every reader understands it (NaN or Infinity is refused, never written), its
+    strings redacted one by one (redacting the text could cut through JSON syntax)."""
+    try:
+        text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise StoreError(f"refusing to write {path}: {exc}") from None
+    _write(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -136,23 +194,6 @@ class LoopState:
     pid: int | None = None
     host: str | None = None
     schema_version: str = "1.0"
-
-    def effective_status(self) -> str:
-        """`running` whose process is gone (on this host) is really `crashed`."""
-        mine = self.pid and self.host == socket.gethostname()
-        if self.status == "running" and mine and not pid_alive(self.pid or 0):
-            return "crashed"
-        return self.status
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -230,7 +271,7 @@ class MemoryStore:
     # records ----------------------------------------------------------------------------
     def write_record(self, record: IterationRecord) -> Path:
         """Validate, then write atomically; an invalid record never reaches disk."""
-        data = record.to_json()
+        data = redact_data(record.to_json())  # what is checked is what is written
         problems = schemas.errors(schemas.RECORD, data)
         if problems:
             raise StoreError(f"refusing to write an invalid record: {problems[0]}")
@@ -283,11 +324,13 @@ class MemoryStore:
     def valid_records(self, loop_id: str) -> list[IterationRecord]:
         return [f.record for f in self.read_records(loop_id) if f.record is not None]
 
-    def clear_partial_writes(self, loop_id: str) -> list[Path]:
-        """Remove the temporary files of writes a kill -9 interrupted (the targets are whole).
+    def clear_partial_writes(self, loop_id: str, workdir: Path | None = None) -> list[Path]:
+        """Remove the temporary files of writes a kill -9 interrupted (the targets are whole),
+        and the scratch files of checks whose process is gone (`private_tmp`).
 
         Call with the loop's lock held: nothing else writes this loop's files meanwhile."""
-        removed = []
+        roots = {self.root, MemoryStore.discover(workdir).root if workdir else self.root}
+        removed = [path for root in sorted(roots) for path in clear_private_tmp(root)]
         for folder in (self.reflections_dir(loop_id), self.loop_dir(loop_id)):
             if not folder.is_dir():
                 continue
@@ -304,7 +347,7 @@ class MemoryStore:
 
     def write_state(self, state: LoopState) -> None:
         state.updated_at = utc_now()
-        data = to_json(state)
+        data = redact_data(to_json(state))
         problems = schemas.errors(schemas.LOOP_STATE, data)
         if problems:
             raise StoreError(f"refusing to write an invalid loop state: {problems[0]}")
@@ -373,6 +416,55 @@ class MemoryStore:
             raise StoreError("no loops yet", hint='start one with `ralph run "TASK"`')
         return listings[-1].loop_id
 
+    # liveness ---------------------------------------------------------------------------
+    def running_loops(self) -> dict[str, dict[str, Any]]:
+        """Loop id -> lock payload of every loop running right now, wherever it works.
+
+        The loop lock is the truth: a loop runs exactly while its lock is held. A pid says
+        nothing once its process is gone (reused, a zombie, PID 1 of a container), and the
+        kernel drops the lock of a dead holder however it died.
+        """
+        folder = self.base / "locks"
+        found: dict[str, dict[str, Any]] = {}
+        if folder.is_dir():
+            for entry in os.scandir(folder):
+                if entry.name.endswith(".lock"):
+                    holder = _holder(Path(entry.path))
+                    if holder is not None and isinstance(holder.get("loop_id"), str):
+                        found[holder["loop_id"]] = holder
+        return found
+
+    def effective_status(self, state: LoopState, running: Mapping[str, Any] | None = None) -> str:
+        """The state's status, except that `running` without its lock held is `crashed`.
+
+        `running`: `running_loops()` when asking about many loops at once."""
+        if state.status != "running":
+            return state.status
+        alive = self.running_loops() if running is None else running
+        return "running" if state.loop_id in alive else "crashed"
+
+    def claim(self, state: LoopState, workdir: Path) -> None:
+        """Mark `state` running in this process and save it: called with the lock held, before
+        anything (the baseline checks first) starts a process `resume` may have to stop."""
+        state.status, state.stop_reason = "running", None
+        state.pid, state.host = os.getpid(), socket.gethostname()
+        if workdir.resolve() != self.root and not state.git:
+            state.git = {"worktree": str(workdir)}  # so `resume` finds a --worktree loop
+        self.write_state(state)
+
+    def abort_path(self, loop_id: str) -> Path:
+        return self.loop_dir(loop_id) / "abort-requested"
+
+    def abort_requested(self, loop_id: str) -> bool:
+        """Whether `ralph abort` asked this loop to end (see runner.abort_loop)."""
+        return self.abort_path(loop_id).exists()
+
+    def check_abort(self, loop_id: str) -> None:
+        """Raise LoopAborted when `ralph abort` asked for it: the loop's check between attempts
+        (an abort from another host or pid namespace cannot signal the loop)."""
+        if self.abort_requested(loop_id):
+            raise LoopAborted
+
     # lock -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, loop_id: str, workdir: Path) -> Iterator[None]:
@@ -380,10 +472,12 @@ class MemoryStore:
 
         The kernel drops an flock when its holder dies (even by kill -9), so a lock is never
         stale and two loops racing for one tree cannot both win. The file is unlinked while
-        still locked; an acquirer that locked a file already unlinked tries again.
+        still locked; an acquirer that locked a file already unlinked tries again. The payload
+        says who holds it: loop, pid, host, pid namespace and the process's start time, so
+        `ralph abort` signals that process and never one that merely got its pid later.
         """
         path = lock_path(self, workdir)
-        payload = json.dumps({"loop_id": loop_id, "pid": os.getpid(), "host": socket.gethostname()})
+        payload = json.dumps({"loop_id": loop_id, **process_identity(os.getpid())})
         fd = _acquire(path, workdir)
         try:
             os.ftruncate(fd, 0)
@@ -400,8 +494,74 @@ def lock_path(store: MemoryStore, workdir: Path) -> Path:
     return store.base / "locks" / f"{digest}.lock"
 
 
+def process_identity(pid: int) -> dict[str, Any]:
+    """What tells process `pid` from a later one given the same pid: host, pid namespace and
+    start time (Linux /proc; None where unknown)."""
+    from ralph.process import start_time
+
+    try:
+        namespace: str | None = os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        namespace = None
+    return {
+        "pid": pid,
+        "host": socket.gethostname(),
+        "pidns": namespace,
+        "started": start_time(pid),
+    }
+
+
+def same_process(identity: Mapping[str, Any]) -> bool:
+    """Whether the process a lock payload names is still that process, here: same host, same
+    pid namespace, same start time. False when any of it cannot be checked."""
+    pid = identity.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or identity.get("started") is None:
+        return False
+    now = process_identity(pid)
+    return all(now[key] == identity.get(key) for key in ("host", "pidns", "started"))
+
+
+def _holder(path: Path) -> dict[str, Any] | None:
+    """The payload of the lock file at `path` while it is held; None when nobody holds it.
+
+    Probes with a shared lock, held for an instant (`_acquire` retries past a probe)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _payload(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _payload(fd: int) -> dict[str, Any]:
+    """A held lock's payload; the holder writes it right after locking, so wait for it a bit."""
+    deadline = time.monotonic() + PAYLOAD_WAIT
+    while True:
+        try:
+            data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+            if isinstance(data, dict):
+                return data
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            return {"loop_id": None}
+        time.sleep(0.01)
+
+
+PAYLOAD_WAIT = 2.0
+PROBE_WAIT = 2.0  # how long an acquirer waits out a probe's instant (shared) lock
+
+
 def _acquire(path: Path, workdir: Path) -> int:
     """A descriptor holding the exclusive flock on `path`, or PreflightError naming the holder."""
+    probed_until = time.monotonic() + PROBE_WAIT
     while True:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -416,6 +576,9 @@ def _acquire(path: Path, workdir: Path) -> int:
         except BlockingIOError:
             holder = _lock_holder(fd)
             os.close(fd)
+            if time.monotonic() < probed_until:
+                time.sleep(0.02)  # maybe a probe (`status`, `abort`): it holds for an instant
+                continue
             raise PreflightError(
                 f"loop {holder} is already running in this working tree ({workdir})",
                 hint="wait for it, `ralph abort` it, or start another loop with --worktree",

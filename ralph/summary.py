@@ -31,7 +31,7 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
     baseline = (state.baseline or {}).get("reward") if state else None
     curve = ([baseline] if baseline is not None else []) + rewards
     if state is not None:
-        status, stop = state.effective_status(), state.stop_reason
+        status, stop = store.effective_status(state), state.stop_reason
     else:
         from ralph.transfer import status_from_records
 

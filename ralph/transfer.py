@@ -304,7 +304,7 @@ def _running_here(store: MemoryStore, loop_id: str) -> bool:
     if not path.exists():
         return False
     try:
-        return parse_state(path).effective_status() == "running"
+        return store.effective_status(parse_state(path)) == "running"
     except StoreError:
         return False
 

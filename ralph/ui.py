@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.redact import redact
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
@@ -83,7 +85,7 @@ class PlainReporter:
     def line(self, text: str) -> None:
         if not self.quiet:
             stamp = datetime.now().strftime("%H:%M:%S")
-            self.stream.write(f"{stamp} {text}\n")
+            self.stream.write(f"{stamp} {redact(text)}\n")
             self.stream.flush()
 
     def loop_started(self, state: LoopState, resumed: bool) -> None:
@@ -148,7 +150,7 @@ class RichReporter(PlainReporter):
         self.live: Live | None = None
 
     def line(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(redact(text), markup=False, highlight=False)
 
     def _view(self) -> RenderableType:
         from rich.console import Group

@@ -51,6 +51,7 @@ def _reward(value: float | None) -> str:
 
 def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
     listings = store.list_loops()
+    running = store.running_loops()
     rows: list[dict[str, Any]] = []
     for item in listings:
         state = item.state
@@ -64,7 +65,7 @@ def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
             {
                 "loop_id": item.loop_id,
                 "task": state.task if state else None,
-                "status": state.effective_status() if state else "invalid",
+                "status": store.effective_status(state, running) if state else "invalid",
                 "iterations": state.iteration if state else item.record_count,
                 "best_reward": state.best_reward if state else None,
                 "updated_at": state.updated_at if state else None,
@@ -338,14 +339,32 @@ def validate_paths(paths: list[Path], console: Console) -> int:
     return 1 if invalid else 0
 
 
+def memory_paths(store: MemoryStore) -> list[Path]:
+    """What `validate` reads by default: `reflections/` and `loops/`, whichever exist (records
+    copied from CI or written by aiwg come without ralph's `loops/`)."""
+    found = [p for p in (store.base / "reflections", store.base / "loops") if p.is_dir()]
+    if not found:
+        raise StoreError(
+            f"nothing to validate: {store.base} has no reflections/ or loops/",
+            hint="pass the files or folders to validate",
+        )
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (a non-finite number)")
+
+
 def validate_file(path: Path) -> list[str]:
     """Problems of one file: a record (`NNN.json`) or a loop state (`state.json`)."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(path.read_text("utf-8"), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
         return [f"cannot read: {exc}"]
     except json.JSONDecodeError as exc:
         return [f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+    except (ValueError, RecursionError) as exc:
+        return [f"not JSON: {exc}"]
     if path.name == "state.json":
         return schemas.errors(schemas.LOOP_STATE, data)
     return schemas.errors(schemas.RECORD, data)

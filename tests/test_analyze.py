@@ -394,13 +394,15 @@ def test_running_crashed_and_recordless_loops(store: MemoryStore) -> None:
     store.write_state(state)
     store.write_state(LoopState("ralph-new-1", "just started", baseline={"reward": 0.5}))
     store.write_state(LoopState("ralph-ok-1", "green", baseline={"passed": True, "reward": 1.0}))
-    out = analysis_json(analyze(store))
+    # running: their locks are held (one working tree each); the dead one's pid decides nothing
+    with store.lock("ralph-new-1", store.root), store.lock("ralph-ok-1", store.root / "wt"):
+        out = analysis_json(analyze(store))
+        crashed = analyze(store, status="crashed")
     loops = {loop["loop_id"]: loop for loop in out["loops"]}
     assert loops["ralph-dead-1"]["status"] == "crashed"
     assert loops["ralph-new-1"]["status"] == "running" and loops["ralph-new-1"]["rewards"] == [0.5]
     assert loops["ralph-ok-1"]["iterations_to_green"] == 0  # already green at the baseline
     assert out["summary"]["success_at_k"] == {"1": 1 / 3, "2": 1 / 3}
-    crashed = analyze(store, status="crashed")
     assert [loop.loop_id for loop in crashed.loops] == ["ralph-dead-1"]
 
 

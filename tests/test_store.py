@@ -69,17 +69,16 @@ def test_ensure_writes_a_gitignore_that_keeps_logs_local(tmp_path: Path) -> None
 
 
 def test_state_round_trip_and_crash_detection(tmp_path: Path) -> None:
+    """Running means: its lock is held. The pid in the state decides nothing."""
     store = MemoryStore(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    state = LoopState("ralph-a-1", "task", pid=proc.pid, host=os.uname()[1])
+    state = LoopState("ralph-a-1", "task", pid=os.getpid(), host=os.uname()[1])
     store.write_state(state)
     loaded = store.read_state("ralph-a-1")
     assert loaded.task == "task" and loaded.status == "running"
-    assert loaded.effective_status() == "crashed"
-    state.pid = os.getpid()
-    store.write_state(state)
-    assert store.read_state("ralph-a-1").effective_status() == "running"
+    assert store.effective_status(loaded) == "crashed"  # a live pid, but no lock
+    with store.lock("ralph-a-1", tmp_path):
+        assert store.effective_status(store.read_state("ralph-a-1")) == "running"
+    assert store.effective_status(loaded) == "crashed"
 
 
 WRITER = """

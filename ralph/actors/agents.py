@@ -14,6 +14,7 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 from __future__ import annotations
 
 import json
+import math
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +33,12 @@ ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
 CHAT_TIMEOUT = 600.0
 
 
+MAX_JSON_DEPTH = 64  # agent events nest a few levels; deeper is not an event ralph reads
+MAX_JSON_CHARS = 16 << 20
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+BRACKET = re.compile(r"[\[\]{}]")
+
+
 @dataclass
 class AgentOutput:
     """What a parser reads from a tool's output; None where the tool does not say."""
@@ -42,28 +49,68 @@ class AgentOutput:
     cost_usd: float | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # values ralph ignored, and why
 
-    def add_tokens(self, tokens_in: Any, tokens_out: Any) -> None:
-        self.tokens_in = _plus(self.tokens_in, tokens_in)
-        self.tokens_out = _plus(self.tokens_out, tokens_out)
+    def add_tokens(
+        self, tokens_in: Any, tokens_out: Any, *, names: tuple[str, str] = ("", "")
+    ) -> None:
+        self.tokens_in = self._plus(self.tokens_in, tokens_in, names[0] or "input tokens")
+        self.tokens_out = self._plus(self.tokens_out, tokens_out, names[1] or "output tokens")
+
+    def _plus(self, total: int | None, value: Any, name: str) -> int | None:
+        count = self.usage_count(value, name)
+        return total if count is None else (total or 0) + count
+
+    def usage_count(self, value: Any, name: str) -> int | None:
+        """A token count: only a finite, non-negative integer; anything else is noted."""
+        if value is None:
+            return None
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        self.notes.append(f"ignored {name} {_shown(value)}: not a non-negative whole number")
+        return None
+
+    def usage_cost(self, value: Any, name: str = "cost") -> float | None:
+        """A cost in USD: only a finite, non-negative number; anything else is noted."""
+        if value is None:
+            return None
+        if _number(value) and math.isfinite(value) and value >= 0:
+            return float(value)
+        self.notes.append(f"ignored {name} {_shown(value)}: not a finite amount >= 0")
+        return None
 
 
-def _plus(total: int | None, value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return total
-    return (total or 0) + int(value)
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def load_json(text: str) -> Any:
+    """`json.loads` for untrusted output: None instead of an error when `text` is not JSON, is
+    too large, or nests deeper than MAX_JSON_DEPTH (200,000 `[` would blow Python's stack)."""
+    if len(text) > MAX_JSON_CHARS:
+        return None
+    depth = deepest = 0
+    for bracket in BRACKET.findall(STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
     """The JSON objects a tool printed: one JSON document, or one object per line (JSONL)."""
-    try:
-        document = json.loads(stdout)
-    except ValueError:
-        document = None
+    document = load_json(stdout)
     if document is not None:
         items = document if isinstance(document, list) else [document]
         yield from (item for item in items if isinstance(item, dict))
@@ -72,10 +119,7 @@ def _events(stdout: str) -> Iterator[dict[str, Any]]:
         line = line.strip()
         if not line.startswith("{"):
             continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
+        value = load_json(line)
         if isinstance(value, dict):
             yield value
 
@@ -141,10 +185,10 @@ def parse_claude(stdout: str) -> AgentOutput:
                 out.text = event["result"]
             usage = _dict(event.get("usage"))
             for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-                out.tokens_in = _plus(out.tokens_in, usage.get(key))
-            out.tokens_out = _plus(out.tokens_out, usage.get("output_tokens"))
-            cost = event.get("total_cost_usd", event.get("cost_usd"))
-            out.cost_usd = float(cost) if _number(cost) else out.cost_usd
+                out.add_tokens(usage.get(key), None, names=(key, ""))
+            out.add_tokens(None, usage.get("output_tokens"), names=("", "output_tokens"))
+            cost = out.usage_cost(event.get("total_cost_usd", event.get("cost_usd")))
+            out.cost_usd = cost if cost is not None else out.cost_usd
             if event.get("is_error"):
                 out.error = out.text or str(event.get("subtype") or "error")
     out.text = out.text or last_text
@@ -206,8 +250,8 @@ def parse_aider(stdout: str) -> AgentOutput:
         tokens = TOKENS_LINE.match(line)
         if tokens:
             out.add_tokens(_count(tokens["sent"]), _count(tokens["received"]))
-            if tokens["session"]:
-                out.cost_usd = float(tokens["session"])  # the whole run is one aider session
+            if tokens["session"]:  # the whole run is one aider session
+                out.cost_usd = out.usage_cost(_float(tokens["session"]), "session cost")
         applied = APPLIED_LINE.match(line)
         if applied:
             out.tool_calls.append(ToolCall("edit", applied["path"]))
@@ -217,11 +261,19 @@ def parse_aider(stdout: str) -> AgentOutput:
     return out
 
 
-def _count(text: str) -> int:
-    """aider's token counts: `1,234`, `2.3k`, `1.2M`."""
-    text = text.replace(",", "")
-    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1].lower(), 1)
-    return round(float(text.rstrip("kKmM")) * scale)
+def _count(text: str) -> int | str:
+    """aider's token counts: `1,234`, `2.3k`, `1.2M` (the text itself when it is none)."""
+    number = text.replace(",", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(number[-1:].lower(), 1)
+    value = _float(number.rstrip("kKmM"))
+    return round(value * scale) if isinstance(value, float) else text
+
+
+def _float(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def parse_gemini(stdout: str) -> AgentOutput:
@@ -286,7 +338,7 @@ def parse_opencode(stdout: str) -> AgentOutput:
             out.add_tokens(tokens.get("input"), tokens.get("output"))
             out.add_tokens(cache.get("read"), tokens.get("reasoning"))
             out.add_tokens(cache.get("write"), None)
-            cost += float(part["cost"]) if _number(part.get("cost")) else 0.0
+            cost += out.usage_cost(part.get("cost")) or 0.0
         elif kind == "error":
             out.error = _message(event.get("error")) or "error"
     out.text = "\n\n".join(t for t in texts if t)
@@ -464,6 +516,7 @@ class AgentActor:
             tool_calls=parsed.tool_calls,
             summary=summary,
             trajectory=tracer.trajectory(self.name, result.stdout),
+            notes=[f"{self.name}: {note}" for note in parsed.notes],
         )
 
     def chat_client(self) -> AgentChatClient:

@@ -45,6 +45,7 @@ class ActorResult:
     summary: str | None = None  # the agent's own account of what it did, if it gives one
     unmatched_edits: list[str] = field(default_factory=list)  # edit blocks that did not apply
     trajectory: Trajectory | None = None  # from the agent's JSON stream (ralph/trace.py)
+    notes: list[str] = field(default_factory=list)  # what ralph ignored in its output, and why
 
 
 class Actor(Protocol):

@@ -257,16 +257,25 @@ def _apply_block(content: str | None, block: EditBlock) -> tuple[str | None, str
 
 
 def replace_once(content: str, search: str, replace: str) -> str | None:
-    """Replace the first occurrence of `search`, tolerating whitespace-only differences."""
-    index = content.find(search)
+    """Replace the first occurrence of `search` that starts a line, tolerating whitespace-only
+    differences. SEARCH names whole lines: `1` must not match the end of a line `01`."""
+    index = _find_at_line_start(content, search)
     if index >= 0:
         return content[:index] + replace + content[index + len(search) :]
     if "\r\n" in content and "\r\n" not in search:
-        crlf = content.find(search.replace("\n", "\r\n"))
+        old = search.replace("\n", "\r\n")
+        crlf = _find_at_line_start(content, old)
         if crlf >= 0:
-            old = search.replace("\n", "\r\n")
             return content[:crlf] + replace.replace("\n", "\r\n") + content[crlf + len(old) :]
     return _replace_lines(content, search, replace)
+
+
+def _find_at_line_start(content: str, search: str) -> int:
+    """The first index of `search` in `content` at the start of a line, or -1."""
+    index = content.find(search)
+    while index > 0 and content[index - 1] != "\n":
+        index = content.find(search, index + 1)
+    return index
 
 
 def _replace_lines(content: str, search: str, replace: str) -> str | None:

@@ -31,6 +31,7 @@ from ralph.evaluators.shell import (
 from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact
+from ralph.store import MemoryStore, private_tmp, scratch_prefix
 
 PYTEST = tool_pattern(r"py\.test|pytest")
 TRACE_LINES = 15
@@ -64,7 +65,10 @@ class PytestCheck(CommandCheck):
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        fd, name = tempfile.mkstemp(prefix="ralph-junit-", suffix=".xml")
+        # in the memory's private folder, not /tmp: the report holds assertion text (secrets,
+        # maybe), and what a kill -9 of ralph leaves behind is cleared later (store.private_tmp)
+        folder = private_tmp(MemoryStore.discover(cwd).root)
+        fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)
         option = f"--junitxml={shlex.quote(str(junit))}"

@@ -42,7 +42,8 @@ class CommandCheck:
         self, spec: CheckSpec, *, timeout: float | None = None, cap: int = DEFAULT_CAP
     ) -> None:
         self.spec = spec
-        self.timeout = spec.timeout if spec.timeout is not None else timeout
+        # a check's own `timeout: 0` means no limit (config.parse_duration); None: the default
+        self.timeout = timeout if spec.timeout is None else (spec.timeout or None)
         self.cap = cap
         self.last_log = ""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import __version__
 from ralph.errors import ProviderError
-from ralph.redact import redact
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     import httpx
@@ -154,12 +154,17 @@ class JsonPoster:
         headers: Mapping[str, str],
         hints: Mapping[int, str] | None = None,
     ) -> dict[str, Any]:
-        """The decoded JSON object of a 2xx answer; ProviderError for everything else."""
+        """The decoded JSON object of a 2xx answer; ProviderError for everything else.
+
+        The body is redacted (ralph.redact) like everything else that leaves ralph."""
         import httpx
 
-        end = self._clock() + self.deadline
+        body = redact_data(body)
         last, attempt = "no request was sent", 0
         with httpx.Client(transport=self._transport, headers={"User-Agent": USER_AGENT}) as client:
+            # the deadline is the provider's: importing httpx and setting up TLS (slow on a busy
+            # machine) must not use it up before the first request is sent
+            end = self._clock() + self.deadline
             while attempt < self.max_attempts and end - self._clock() > 0:
                 attempt += 1
                 timeout = end - self._clock()
@@ -226,7 +231,7 @@ class JsonPoster:
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             raise ProviderError(
                 f"{self.provider} answered HTTP {response.status_code} with malformed JSON",
                 hint="the endpoint may not speak this provider's API; check its base URL",
@@ -244,7 +249,7 @@ class JsonPoster:
 def _json_or_none(response: httpx.Response) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

@@ -224,7 +224,7 @@ def assert_invariants(root: Path, *, finished: bool = True) -> list[dict[str, An
             assert schemas.errors(schemas.RECORD, data) == [], path
             assert data["iteration"] == n and data["loop_id"] == loop_id
             mine.append(data)
-        status = state.effective_status()
+        status = store.effective_status(state)
         if finished:
             assert status in ("completed", "failed"), status
         assert status != "running", f"{loop_id} left running"

@@ -87,7 +87,11 @@ def test_sigkill_then_resume_completes(point: str, ralph: RunCli, project: Path)
 
 def test_kill_while_a_record_is_written_leaves_old_or_new(tmp_path: Path) -> None:
     """A writer killed at arbitrary instants: the record is always whole (old or new), and the
-    temporary files of interrupted writes are cleared (as `ralph resume` does)."""
+    temporary files of interrupted writes are cleared (as `ralph resume` does).
+
+    Event-driven, so a busy machine cannot make it kill the writer before its first write:
+    the writer says when each write is done; the kill comes after a whole one, mid-way into
+    the next (the small delays only vary where in it)."""
     store = MemoryStore(tmp_path)
     target = store.record_path("ralph-x", 1)
     writer = (
@@ -96,18 +100,23 @@ def test_kill_while_a_record_is_written_leaves_old_or_new(tmp_path: Path) -> Non
         "from ralph.store import atomic_write_json\n"
         "for n in itertools.count():\n"
         "    atomic_write_json(Path(sys.argv[1]), {'n': n, 'pad': 'x' * 2_000_000})\n"
+        "    print(n, flush=True)\n"
     )
-    for delay in (0.15, 0.2, 0.25, 0.3, 0.4, 0.5):
-        proc = subprocess.Popen([sys.executable, "-c", writer, str(target)])
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.05, 0.1):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", writer, str(target)], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip().isdigit(), "the writer finished a write"
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        if target.exists():
-            data = json.loads(target.read_text())
-            assert len(data["pad"]) == 2_000_000
-    assert store.record_paths("ralph-x") in ([], [(1, target)])  # never a temp file
+        proc.stdout.close()
+        data = json.loads(target.read_text())
+        assert len(data["pad"]) == 2_000_000
+    assert store.record_paths("ralph-x") == [(1, target)]  # never a temp file
     store.clear_partial_writes("ralph-x")
-    assert [p.name for p in target.parent.iterdir()] in ([], ["001.json"])
+    assert [p.name for p in target.parent.iterdir()] == ["001.json"]
 
 
 def test_two_loops_at_once_on_one_tree(project: Path, tmp_path: Path) -> None:

@@ -76,8 +76,11 @@ def test_already_green_worktree_is_removed(ralph: RunCli, project: Path) -> None
     git(project, "commit", "-qam", "fixed")
     result = ralph(*heuristic("--worktree"), cwd=project)
     assert result.code == 0, result.err
-    assert json.loads(result.out)["stop_reason"] == "already_green"
+    summary = json.loads(result.out)
+    assert summary["stop_reason"] == "already_green"
     assert git(project, "worktree", "list").count("\n") == 0  # only the main tree
+    status = json.loads(ralph("status", summary["loop_id"], "--json", cwd=project).out)
+    assert status["worktree"] is None  # the state names no worktree that is gone
 
 
 def test_worktree_needs_git(ralph: RunCli, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,143 @@
+"""Git under the loop's feet: a kill right after a commit, an agent running git itself, and the
+user's own index and untracked files with --allow-dirty."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from ralph.store import MemoryStore
+
+from ..conftest import RunCli
+from .conftest import (
+    arm,
+    assert_invariants,
+    finish,
+    git,
+    heuristic,
+    install_hook,
+    plan,
+    start,
+    write,
+)
+
+
+def iteration_commits(root: Path, branch: str) -> list[str]:
+    subjects = git(root, "log", "--format=%s", branch).splitlines()
+    return [s for s in subjects if " iteration " in s and "starting point" not in s]
+
+
+def on_branch(root: Path, sha: str, branch: str) -> bool:
+    import subprocess
+
+    check = ["git", "merge-base", "--is-ancestor", sha, branch]
+    return subprocess.run(check, cwd=root, capture_output=True).returncode == 0
+
+
+def test_a_commit_the_state_does_not_know_is_set_aside_on_resume(
+    ralph: RunCli, project: Path
+) -> None:
+    """kill -9 right after iteration 1's commit: resume did iteration 1 again on top of it (two
+    "iteration 1" commits, the edit applied twice, a record listing no change). Decision: the
+    branch is reset to the state's last commit; the unknown commit is kept on the rescue ref."""
+    killer = f"{sys.executable} {os.environ['KILLER']}"
+    install_hook(project, "reference-transaction", f'exec {killer} "txn-$1"')
+    plan(project, {"1": write("partial"), "default": write("full")})
+    arm("txn-committed")
+    code, _, err = finish(start(project, *heuristic()))
+    assert code == -signal.SIGKILL, err
+    loop_id = MemoryStore(project).loop_ids()[0]
+    branch = f"ralph/{loop_id}"
+    killed = git(project, "rev-parse", branch)
+    assert iteration_commits(project, branch) == [f"ralph: {loop_id} iteration 1 reward 0.75"]
+    resumed = ralph("resume", loop_id, "--json", cwd=project)
+    assert resumed.code == 0, resumed.err
+    assert "a commit the loop's state does not know" in resumed.err
+    subjects = iteration_commits(project, branch)
+    assert [s.split(" reward")[0] for s in subjects] == [
+        f"ralph: {loop_id} iteration 2",
+        f"ralph: {loop_id} iteration 1",
+    ]
+    assert git(project, "rev-parse", f"refs/ralph/rescue/{loop_id}/1") == killed
+    records = assert_invariants(project)
+    first = records[0]
+    assert first["actor_output"]["files_modified"] == ["calc.py"], "the redo's change is listed"
+    assert on_branch(project, first["ralph"]["git_commit"], branch)
+
+
+AGENT_GIT = {
+    "commit": "git add -A && git commit -qm 'the agent commits'",
+    "reset": "git reset -q --hard HEAD~1",
+    "checkout": "git checkout -qf main",
+    "delete": "b=$(git symbolic-ref --short HEAD); git checkout -qf main && git branch -qD $b",
+}
+
+
+@pytest.mark.parametrize("command", sorted(AGENT_GIT))
+def test_the_agents_own_git_commands_are_undone_not_fatal(
+    command: str, ralph: RunCli, project: Path
+) -> None:
+    """An agent that commits, resets, checks out main or deletes the loop branch stopped the
+    loop with exit 2 (`cannot lock ref 'HEAD'`)."""
+    plan(
+        project,
+        {
+            "1": write("partial"),
+            "2": {**write("half"), "shell": AGENT_GIT[command]},
+            "default": write("full"),
+        },
+    )
+    result = ralph(*heuristic("--no-rollback"), cwd=project)
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    loop_id = summary["loop_id"]
+    branch = f"ralph/{loop_id}"
+    assert git(project, "symbolic-ref", "--short", "HEAD") == branch
+    records = assert_invariants(project)
+    second = records[1]
+    assert "the agent" in second["notes"] and "put its branch back" in second["notes"]
+    assert "actor_moved_git" in second["ralph"]["quality_flags"]
+    assert "put its branch back" in result.err
+    assert all("actor_moved_git" not in r["ralph"]["quality_flags"] for r in records[::2])
+    state = MemoryStore(project).read_state(loop_id)
+    assert state.git is not None
+    for sha in state.git["commits"].values():
+        assert on_branch(project, sha, branch), "the state names a commit off the branch"
+    assert len(iteration_commits(project, branch)) == summary["iterations"] == 3
+    assert git(project, "rev-parse", "main") == state.git["original_commit"]
+
+
+def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(
+    ralph: RunCli, project: Path
+) -> None:
+    """--allow-dirty folded the user's staged, unstaged and untracked files into one commit:
+    the content survived, what was staged and what was untracked did not."""
+    (project / "staged.txt").write_text("staged v1\n")
+    git(project, "add", "staged.txt")
+    git(project, "commit", "-qm", "a file to stage changes of")
+    (project / "staged.txt").write_text("staged v2\n")
+    git(project, "add", "staged.txt")
+    (project / "staged.txt").write_text("staged v2 plus an unstaged line\n")
+    (project / "tests" / "test_calc.py").write_text(
+        (project / "tests" / "test_calc.py").read_text() + "\n# unstaged note\n"
+    )
+    (project / "untracked.txt").write_text("new, never added\n")
+    status = ("status", "--porcelain", "--", ".", ":(exclude).aiwg")
+    before = git(project, *status)
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    assert "git stash apply --index" in result.err
+    # back on the user's branch, the saved changes come back exactly as they were
+    git(project, "checkout", "-q", "main")
+    assert git(project, *status) == ""
+    git(project, "stash", "apply", "--index", "-q")
+    assert git(project, *status) == before
+    assert git(project, "show", ":staged.txt") == "staged v2"
+    assert (project / "staged.txt").read_text() == "staged v2 plus an unstaged line\n"
+    assert (project / "untracked.txt").read_text() == "new, never added\n"
