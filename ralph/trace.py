@@ -11,6 +11,7 @@ the number of steps is capped (head and tail kept) and what was dropped is count
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.redact import redact
+
+MAX_JSON_DEPTH = 64  # agent events nest a few levels; deeper is not an event ralph reads
+MAX_JSON_CHARS = 16 << 20
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+BRACKET = re.compile(r"[\[\]{}]")
 
 if TYPE_CHECKING:
     from ralph.actors.base import ActorResult
@@ -270,13 +276,29 @@ def bounded(trajectory: Trajectory) -> Trajectory:
     return trajectory
 
 
+def load_json(text: str) -> Any:
+    """`json.loads` for untrusted output: None instead of an error when `text` is not JSON, is
+    too large, or nests deeper than MAX_JSON_DEPTH (200,000 `[` would blow Python's stack)."""
+    if len(text) > MAX_JSON_CHARS:
+        return None
+    depth = deepest = 0
+    for bracket in BRACKET.findall(STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _document(stdout: str) -> list[dict[str, Any]] | None:
     """The events of output that is one JSON document (an object, or a list of events)."""
     if not stdout.lstrip().startswith(("[", "{")):
         return None
-    try:
-        document = json.loads(stdout)
-    except ValueError:
+    document = load_json(stdout)
+    if document is None:
         return None
     items = document if isinstance(document, list) else [document]
     return [item for item in items if isinstance(item, dict)]
@@ -460,10 +482,7 @@ class StreamTracer:
         line = line.strip()
         if not line:
             return
-        try:
-            value = json.loads(line) if line.startswith("{") else None
-        except ValueError:
-            value = None
+        value = load_json(line) if line.startswith("{") else None
         if not isinstance(value, dict):
             self.unparsed += 1
         elif len(self.events) >= MAX_EVENTS:

@@ -13,7 +13,6 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import tempfile
@@ -27,16 +26,11 @@ from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
 from ralph.errors import PreflightError, ProviderError
 from ralph.providers.base import ChatResponse, Message
+from ralph.trace import load_json
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
 CHAT_TIMEOUT = 600.0
-
-
-MAX_JSON_DEPTH = 64  # agent events nest a few levels; deeper is not an event ralph reads
-MAX_JSON_CHARS = 16 << 20
-STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-BRACKET = re.compile(r"[\[\]{}]")
 
 
 @dataclass
@@ -89,23 +83,6 @@ def _shown(value: Any) -> str:
 
 def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def load_json(text: str) -> Any:
-    """`json.loads` for untrusted output: None instead of an error when `text` is not JSON, is
-    too large, or nests deeper than MAX_JSON_DEPTH (200,000 `[` would blow Python's stack)."""
-    if len(text) > MAX_JSON_CHARS:
-        return None
-    depth = deepest = 0
-    for bracket in BRACKET.findall(STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        deepest = max(deepest, depth)
-        if deepest > MAX_JSON_DEPTH:
-            return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _events(stdout: str) -> Iterator[dict[str, Any]]:
