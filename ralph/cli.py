@@ -369,6 +369,7 @@ def check(
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config, runner
+    from ralph.evaluators import early
     from ralph.evaluators.suite import render_check_report
     from ralph.records import to_json
 
@@ -376,11 +377,15 @@ def check(
     settings = config.load(runner.memory_root(root), _run_flags(test=test, check=check))
     suite = runner.make_evaluator(settings)
     suite.preflight()
-    evaluation = suite.evaluate(root)
-    if as_json:
+    out = None if as_json else console()
+    if out is not None:
+        import rich.table  # noqa: F401  (loaded while the checks run, not after them)
+    # The console script may have started these very checks already (ralph.evaluators.early).
+    evaluation = early.adopt(root, settings) or suite.evaluate(root)
+    if out is None:
         print_json(to_json(evaluation.output))
     else:
-        render_check_report(evaluation, console())
+        render_check_report(evaluation, out)
     raise typer.Exit(0 if evaluation.passed else 1)
 
 

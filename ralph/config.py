@@ -150,7 +150,7 @@ def _validate(source: str, data: dict[str, Any]) -> None:
         raise ConfigError(f"{source}: {problems[0]}", hint="see README section Configuration")
 
 
-def read_file(path: Path) -> dict[str, Any]:
+def read_file(path: Path, *, validate: bool = True) -> dict[str, Any]:
     """The YAML config file, validated; a missing file is an empty config."""
     import yaml
 
@@ -165,11 +165,14 @@ def read_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
-    _validate(str(path), data)
+    if validate:
+        _validate(str(path), data)
     return data
 
 
-def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+def read_env(
+    environ: dict[str, str] | os._Environ[str], *, validate: bool = True
+) -> dict[str, Any]:
     """`RALPH_<KEY>` variables, typed by the setting they name; unknown RALPH_* are errors."""
     import yaml
 
@@ -193,7 +196,8 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
         if key in BOOLEAN_KEYS and raw.strip().lower() in ("1", "0", "y", "n"):
             value = raw.strip().lower() in ("1", "y")  # CI's usual RALPH_QUIET=1
         data[key] = value
-    _validate("environment (RALPH_*)", data)
+    if validate:
+        _validate("environment (RALPH_*)", data)
     return data
 
 
@@ -208,13 +212,19 @@ def load(
     root: Path,
     flags: dict[str, Any] | None = None,
     environ: dict[str, str] | os._Environ[str] | None = None,
+    *,
+    validate: bool = True,
 ) -> Settings:
-    """Merge every source, later ones winning; flags equal to None were not given."""
+    """Merge every source, later ones winning; flags equal to None were not given.
+
+    `validate=False` skips the schema (and its ~80 ms jsonschema import): only for a guess that
+    is checked against a validated load before it counts (`ralph check`'s early start).
+    """
     merged: dict[str, Any] = {}
-    merged.update(read_file(root / CONFIG_FILE))
-    merged.update(read_env(os.environ if environ is None else environ))
+    merged.update(read_file(root / CONFIG_FILE, validate=validate))
+    merged.update(read_env(os.environ if environ is None else environ, validate=validate))
     given = {k: v for k, v in (flags or {}).items() if v is not None}
-    if given:
+    if given and validate:
         _validate("command line", given)
     merged.update(given)
     return from_mapping(merged)

@@ -113,6 +113,12 @@ class ShellCheck(CommandCheck):
     """Any command: exit 0 passes, anything else fails with the output's tail as the reason."""
 
 
+def running_checks() -> int:
+    """How many checks have a process running now (the early start waits for them)."""
+    with _LIVE_LOCK:
+        return len(_LIVE)
+
+
 def kill_running_checks() -> None:
     """Stop every check still running (Ctrl-C reaches only the main thread, not the workers)."""
     with _LIVE_LOCK:
