@@ -174,9 +174,9 @@ def write_config(root: Path) -> None:
 
 
 def ralph_command() -> list[str]:
-    """The console script beside this interpreter (what users run), else `python -m ralph`."""
-    script = Path(sys.executable).with_name("ralph")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "ralph"]
+    """`python -m ralph`: the console script's path, and importable from PYTHONPATH (so the
+    same benchmark can time another checkout: `PYTHONPATH=OLD python bench/evaluator.py`)."""
+    return [sys.executable, "-m", "ralph"]
 
 
 def drop_mypy_cache(root: Path, cold: bool) -> None:
