@@ -83,8 +83,11 @@ class LoopFiles:
     invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
+# `type(x) is` rather than isinstance: json.loads makes exactly these types, and a bool (an int
+# subclass) is refused without a second test; these run for every field of every record.
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    kind = type(value)
+    if kind is not float and kind is not int:
         raise ValueError(f"{what} is not a number")
     return float(value)
 
@@ -92,10 +95,11 @@ def _number(value: Any, what: str) -> float:
 def _ints(value: Any, what: str) -> list[int]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
+    if type(value) is not list:
         raise ValueError(f"{what} is not a list of integers")
+    for item in value:
+        if type(item) is not int:
+            raise ValueError(f"{what} is not a list of integers")
     return value
 
 

@@ -483,3 +483,15 @@ def test_no_location_is_not_flagged_when_diagnostics_have_no_files() -> None:
     text = "I ran the build but the Makefile target failed with exit status 3 again. " * 2
     flags = quality_flags(sr(text, ["fix the build target"]), ev)
     assert "no_location" not in flags and "generic" not in flags
+
+
+def test_related_reflections_are_bounded_by_the_largest_omega_not_the_iteration() -> None:
+    # A loop stuck on one failure for 200 iterations: its records must not grow with it.
+    earlier = [earlier_record(i, PARSER_FAIL.fingerprint) for i in range(1, 200)]
+    r = heuristic_reflection(PARSER_FAIL, EDITED, earlier)
+    assert r.related_reflections == list(range(190, 200))
+    assert "same failure as iteration 199" in r.reflection_text
+    answer = dict(GOOD, related_reflections=list(range(1, 200)))
+    parsed, problems = parse_reflection(json.dumps(answer))
+    assert problems == [] and parsed is not None
+    assert parsed.related_reflections == list(range(190, 200))

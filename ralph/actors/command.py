@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ralph import process
 from ralph.actors.base import ActorContext, ActorResult
-from ralph.actors.edits import write_atomic
 from ralph.errors import ConfigError, PreflightError
 from ralph.process import ProcessResult
 from ralph.providers.base import ChatClient
+from ralph.store import atomic_write_text
 
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
@@ -28,10 +28,12 @@ SHELL_WORDS = frozenset(
 )
 
 
+# Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
+# does not wait twice for the disk before its agent even starts.
 def write_prompt(ctx: ActorContext, prompt: str) -> Path:
     """prompt.md in the iteration's artifacts directory; returns its path."""
     path = ctx.artifacts_dir / PROMPT_FILE
-    write_atomic(path, prompt)
+    atomic_write_text(path, prompt, durable=False)
     return path
 
 
@@ -43,7 +45,7 @@ def combined_output(result: ProcessResult) -> str:
 
 
 def write_log(ctx: ActorContext, text: str) -> None:
-    write_atomic(ctx.artifacts_dir / LOG_FILE, text)
+    atomic_write_text(ctx.artifacts_dir / LOG_FILE, text, durable=False)
 
 
 def ralph_env(ctx: ActorContext, prompt_file: Path) -> dict[str, str]:
