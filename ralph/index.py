@@ -7,23 +7,32 @@ fails) and keeps them in `.aiwg/ralph/index.sqlite`, keyed by the file's (mtime_
 The JSON files stay the source of truth: a changed file is read again, a vanished one forgotten,
 and a cache that cannot be opened, read or written is simply not used (it is deleted and rebuilt
 when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
+
+A first run (no cache rows) over many records reads the later loops' records in a forked child
+meanwhile (`ralph.forked`): the work is `json.loads`, one core's, and there are two. The cache
+is written once, at the end, in one transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ralph.forked import ForkedCall
 from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
 INDEX_VERSION = 2
+PARALLEL_MIN = 2000  # records to read before a forked child pays for itself
+CHILD_SHARE = 0.45  # of the records: the child starts a little later and hands its rows over
 T = TypeVar("T")
 
 
@@ -73,6 +82,9 @@ TOKEN_FIELDS = (
 )
 RECORD_FIELDS = tuple(IterationFacts.__slots__)
 STATE_FIELDS = tuple(StateFacts.__slots__)
+# A cache row is the facts' fields as a JSON list, in this order.
+_record_values = operator.attrgetter(*RECORD_FIELDS)
+_state_values = operator.attrgetter(*STATE_FIELDS)
 
 
 @dataclass
@@ -139,24 +151,24 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     task = data.get("task_description")
     lessons = ext.get("lessons_used") or []
     improved = (data.get("performance_delta") or {}).get("is_improvement")
-    return IterationFacts(
-        iteration=iteration,
-        timestamp=str(data["timestamp"]),
-        passed=ev["passed"],
-        reward=reward,
-        error_count=len(errors),
-        category=credit.get("failure_category"),
-        root_cause=credit.get("root_cause") or None,
-        reflection=(text.strip().splitlines() or [""])[0][:200],
-        source=ext.get("reflection_source"),
-        quality_flags=[str(f) for f in flags],
-        in_context=_ints(in_context, "reflections_in_context"),
-        tokens=int(tokens),
-        cost_usd=None if cost is None else _number(cost, "cost_usd"),
-        duration_ms=int(duration),
-        task=task if isinstance(task, str) else None,
-        lessons_used=len(lessons) if isinstance(lessons, list) else 0,
-        improved=improved if isinstance(improved, bool) else None,
+    return IterationFacts(  # positional, in RECORD_FIELDS order: this runs for every record
+        iteration,
+        str(data["timestamp"]),
+        ev["passed"],
+        reward,
+        len(errors),
+        credit.get("failure_category"),
+        credit.get("root_cause") or None,
+        (text.strip().splitlines() or [""])[0][:200],
+        ext.get("reflection_source"),
+        [str(f) for f in flags] if flags else [],
+        _ints(in_context, "reflections_in_context"),
+        int(tokens),
+        None if cost is None else _number(cost, "cost_usd"),
+        int(duration),
+        task if isinstance(task, str) else None,
+        len(lessons) if isinstance(lessons, list) else 0,
+        improved if isinstance(improved, bool) else None,
     )
 
 
@@ -221,6 +233,33 @@ def _unpack(cls: type[T], packed: str | None) -> T | None:
 
 Key = tuple[int, int, int]
 Row = tuple[Key, str | None, str]
+Entries = list[tuple[int, os.DirEntry[str]]]
+Update = tuple[str, int, int, int, str | None, str]
+
+
+def _list_records(folder: str) -> Entries:
+    """A loop's record files, in iteration order; OSError when the folder cannot be listed."""
+    with os.scandir(folder) as found:
+        return sorted(
+            ((int(m.group(1)), e) for e in found if (m := RECORD_NAME.match(e.name))),
+            key=lambda item: item[0],
+        )
+
+
+def _read_share(share: list[tuple[str, list[tuple[int, str]]]]) -> list[Update]:
+    """What `FactsReader.records` would remember of these files (runs in the forked child)."""
+    rows: list[Update] = []
+    for loop_id, files in share:
+        for iteration, path in files:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            facts, problem = _read_record(path, loop_id, iteration)
+            packed = None if facts is None else json.dumps(_record_values(facts))
+            name = f"reflections/{loop_id}/{os.path.basename(path)}"
+            rows.append((name, st.st_mtime_ns, st.st_size, st.st_ino, packed, problem))
+    return rows
 
 
 class FactsReader:
@@ -230,8 +269,14 @@ class FactsReader:
         self.store = store
         self._rows: dict[str, Row] = {}
         self._seen: set[str] = set()
-        self._updates: list[tuple[str, int, int, int, str | None, str]] = []
+        self._updates: list[Update] = []
         self._db: sqlite3.Connection | None = self._open() if use_index else None
+        self._listings: dict[str, Entries] = {}
+        self._child: ForkedCall | None = None
+        self._child_loops: set[str] = set()
+        # plain strings: this runs for thousands of loops (ids are validated by the caller)
+        self._reflections = os.path.join(store.base, "reflections")
+        self._loops = os.path.join(store.base, "loops")
 
     # cache ------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection | None:
@@ -282,10 +327,10 @@ class FactsReader:
     # facts ------------------------------------------------------------------------------
     def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
         """The state facts, or None and a problem (None when there simply is no state file)."""
-        path = self.store.state_path(loop_id)
+        path = os.path.join(self._loops, loop_id, "state.json")
         name = f"loops/{loop_id}/state.json"
         try:
-            key, row = self._cached(name, str(path))
+            key, row = self._cached(name, path)
         except OSError:
             return None, None
         if row is not None and not row[1]:
@@ -293,20 +338,57 @@ class FactsReader:
         cached = _unpack(StateFacts, row[1]) if row is not None else None
         if cached is not None:
             return cached, None
-        facts, problem = _read_state(str(path))
-        packed = None if facts is None else json.dumps([getattr(facts, f) for f in STATE_FIELDS])
+        facts, problem = _read_state(path)
+        packed = None if facts is None else json.dumps(_state_values(facts))
         self._remember(name, key, packed, problem)
         return facts, (problem if facts is None else None)
 
+    def prefetch(self, loop_ids: Sequence[str]) -> None:
+        """On a first run over many records, have a forked child read the later loops' records.
+
+        Its rows join the cache rows once `records` reaches one of its loops; if it fails, those
+        files are read here as usual.
+        """
+        if self._rows:
+            return  # a cache: only new or changed files are read, no need for a second core
+        listed: list[tuple[str, Entries]] = []
+        for loop_id in loop_ids:
+            with contextlib.suppress(OSError):
+                entries = _list_records(os.path.join(self._reflections, loop_id))
+                self._listings[loop_id] = entries
+                listed.append((loop_id, entries))
+        total = sum(len(entries) for _, entries in listed)
+        if total < PARALLEL_MIN:
+            return
+        share: list[tuple[str, list[tuple[int, str]]]] = []
+        count = 0
+        for loop_id, entries in reversed(listed):
+            if count >= total * CHILD_SHARE:
+                break
+            share.append((loop_id, [(i, e.path) for i, e in entries]))
+            count += len(entries)
+        self._child = ForkedCall.start(_read_share, share)
+        if self._child is not None:
+            self._child_loops = {loop_id for loop_id, _ in share}
+
+    def _collect(self) -> None:
+        """Take the child's rows as if they were cache rows (and write them to the cache)."""
+        child, self._child = self._child, None
+        rows = child.result() if child is not None else None
+        for name, mtime, size, inode, packed, problem in rows or []:
+            self._rows[name] = ((mtime, size, inode), packed, problem)
+            self._remember(name, (mtime, size, inode), packed, problem)
+
     def records(self, loop_id: str) -> LoopFiles:
-        folder = self.store.reflections_dir(loop_id)
         out = LoopFiles()
-        try:
-            entries = sorted(
-                (int(m.group(1)), e) for e in os.scandir(folder) if (m := RECORD_NAME.match(e.name))
-            )
-        except OSError:
-            return out
+        if loop_id in self._child_loops and self._child is not None:
+            self._collect()
+        entries = self._listings.pop(loop_id, None)
+        if entries is None:
+            try:
+                entries = _list_records(os.path.join(self._reflections, loop_id))
+            except OSError:
+                return out
         for iteration, entry in entries:
             name = f"reflections/{loop_id}/{entry.name}"
             try:
@@ -326,12 +408,15 @@ class FactsReader:
                 self._remember(name, key, None, problem)
             else:
                 out.records.append(facts)
-                packed = json.dumps([getattr(facts, f) for f in RECORD_FIELDS])
+                packed = json.dumps(_record_values(facts))
                 self._remember(name, key, packed, "")
         return out
 
     def close(self, *, forget_unseen: bool) -> None:
         """Write what was read; with `forget_unseen` (a full scan) drop rows of vanished files."""
+        if self._child is not None:  # interrupted, or its loops were filtered out
+            self._child.cancel()
+            self._child = None
         if self._db is None:
             return
         try:

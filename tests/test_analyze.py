@@ -487,6 +487,64 @@ def test_a_corrupt_index_is_rebuilt(store: MemoryStore) -> None:
     assert only(analyze(store))["rewards"] == [0.25, 0.25, 0.5]  # unusable rows: files read
 
 
+def many_loops(store: MemoryStore) -> None:
+    """Eight loops of varied length, one of them with an invalid record."""
+    for n in range(8):
+        rewards = [0.25 * ((n + i) % 4) for i in range(1, n + 3)]
+        make_loop(store, f"ralph-many-{n}", rewards, green_at=len(rewards) if n % 2 else None)
+    (store.reflections_dir("ralph-many-7") / "002.json").write_text("{", encoding="utf-8")
+
+
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Even a small first run reads half its records in a forked child; notes each attempt."""
+    from ralph import forked
+
+    monkeypatch.setattr(index_module, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(forked.threading, "active_count", lambda: 1)  # pytest's own threads
+    started: list[bool] = []
+    real = forked.ForkedCall.start
+
+    def start(*args: Any) -> Any:
+        child = real(*args)
+        started.append(child is not None)
+        return child
+
+    monkeypatch.setattr(forked.ForkedCall, "start", start)
+    return started
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ralph forks only on Linux")
+def test_a_first_run_shared_with_a_forked_child_gives_the_same_answer_and_cache(
+    store: MemoryStore, forking: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    many_loops(store)
+    plain = analysis_json(analyze(store, use_index=False))  # this forks too, without a cache
+    assert analysis_json(analyze(store)) == plain
+    assert forking == [True, True]
+    assert plain["summary"]["invalid_files"] == 1
+
+    def no_reading(*args: object) -> None:
+        raise AssertionError("a file was read although the first run cached it")
+
+    monkeypatch.setattr(index_module, "_read_record", no_reading)
+    assert analysis_json(analyze(store)) == plain  # the child's rows reached the cache too
+    assert forking == [True, True]  # no fork with a cache
+
+
+def test_a_forked_child_that_fails_only_costs_its_share_read_here(
+    store: MemoryStore, forking: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    many_loops(store)
+    plain = analysis_json(analyze(store, use_index=False))
+
+    def crash(share: object) -> object:
+        raise MemoryError("the child ran out of memory")
+
+    monkeypatch.setattr(index_module, "_read_share", crash)
+    assert analysis_json(analyze(store)) == plain
+
+
 # outputs ------------------------------------------------------------------------------------
 def test_json_shape(store: MemoryStore) -> None:
     make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2)
