@@ -46,9 +46,17 @@ def ratio_line(
     unit: str = "s",
     scale: float = 1.0,
 ) -> str:
-    """`name  median X  / floor Y  = ratio R  (goal <= G: met)` over medians of the runs."""
+    """`name  median X  / floor Y  = ratio R  (goal <= G: met)`.
+
+    With one floor per run (measured right before or after it), R is the median of the
+    per-run ratios, which a load that changes during the benchmark moves least; otherwise
+    the ratio of the medians.
+    """
     ours_m, floor_m = median(ours), median(floor)
-    ratio = ours_m / floor_m if floor_m else float("inf")
+    if len(ours) == len(floor) and all(floor):
+        ratio = median([o / f for o, f in zip(ours, floor, strict=True)])
+    else:
+        ratio = ours_m / floor_m if floor_m else float("inf")
     digits = 3 if unit == "s" else 1
     text = (
         f"{name:<44} {ours_m * scale:8.{digits}f} {unit} / floor {floor_m * scale:8.{digits}f}"
