@@ -177,6 +177,12 @@ exit 1
 """
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own user cache directory: the versions it remembers are its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 def fake_mypy(folder: Path, version: str, json_output: bool = True) -> Path:
     program = folder / "bin" / "mypy"
     program.parent.mkdir(parents=True, exist_ok=True)
