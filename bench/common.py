@@ -4,6 +4,9 @@ A figure is only meaningful against its floor measured in the same run on the sa
 (the slowest check alone, a plain `json.load` of every record, a loop with no ralph around it),
 so every benchmark prints `ratio = ours / floor` of medians over several runs, and says whether
 the machine was busy: on a shared 2-core machine another process's tests move both numbers.
+
+Every benchmark times the ralph it imports or starts with `python -m ralph`, so another checkout
+is measured with `PYTHONPATH=/path/to/it python bench/NAME.py` (the before/after in README.md).
 """
 
 from __future__ import annotations
