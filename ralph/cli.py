@@ -373,8 +373,13 @@ def check(
     from ralph.evaluators.suite import render_check_report
     from ralph.records import to_json
 
-    root = runner.project_root()
-    settings = config.load(runner.memory_root(root), _run_flags(test=test, check=check))
+    root = early.confirmed_root()  # the checks started early are in the right place
+    if root is None:
+        root = runner.project_root()
+        home = runner.memory_root(root)
+    else:
+        home = root  # a `.git` folder of its own: its own main worktree
+    settings = config.load(home, _run_flags(test=test, check=check))
     suite = runner.make_evaluator(settings)
     suite.preflight()
     out = None if as_json else console()

@@ -121,6 +121,29 @@ def test_an_early_start_in_the_wrong_place_is_stopped_and_not_used(
     assert (code, json.loads(out)["passed"]) == (0, True)
 
 
+def test_git_confirms_the_early_start_without_the_clis_slower_way(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    adopted: list[bool],
+) -> None:
+    import subprocess
+
+    from ralph import runner
+
+    def not_needed(*args: object) -> None:
+        raise AssertionError("the CLI looked for the project root although git confirmed it")
+
+    monkeypatch.setattr(runner, "project_root", not_needed)
+    monkeypatch.setattr(runner, "memory_root", not_needed)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    write_config(tmp_path, "checks:\n  - pwd > where.txt\n")
+    (tmp_path / "src").mkdir()
+    code, _, _ = ralph_check(monkeypatch, capsys, tmp_path / "src", "--json")
+    assert (code, adopted) == (0, [True])
+    assert (tmp_path / "where.txt").read_text().strip() == str(tmp_path.resolve())
+
+
 def test_usage_errors_and_help_are_left_to_the_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ralph import process
 from ralph.config import Settings
 from ralph.evaluators.base import Evaluation
 from ralph.evaluators.shell import kill_running_checks, running_checks
@@ -102,6 +103,29 @@ def adopt(root: Path, settings: Settings) -> Evaluation | None:
     if run.errors:
         raise run.errors[0]
     return run.results[0]
+
+
+def confirmed_root() -> Path | None:
+    """The early run's project root when git agrees: it is where `ralph check` runs (git's top
+    level, or the current folder outside git) and its own main worktree (where the config was
+    read). One `git rev-parse`, while the CLI's way imports GitPython and asks three times, all
+    of it on the cores the checks are using. None: ask the CLI's way.
+    """
+    with _lock:
+        run = _pending
+    if run is None:
+        return None
+    here = Path.cwd().resolve()
+    argv = ["git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"]
+    try:
+        res = process.run(argv, cwd=here, wall_timeout=30, cap=10_000)
+    except OSError:  # no git at all: the CLI then treats the folder as no repository
+        return run.root if run.root == here else None
+    lines = res.stdout.splitlines()
+    if res.exit_code != 0 or len(lines) != 2:
+        return run.root if run.root == here else None
+    top, common = Path(lines[0]), Path(lines[1])
+    return run.root if top == run.root and common == run.root / ".git" else None
 
 
 def discard() -> None:
