@@ -1,27 +1,29 @@
-"""Benchmark: ralph's own cost per iteration, on top of the actor and the checks.
+"""Benchmark: ralph's own cost per iteration, on top of the actor and the checks, up to 200.
 
-    python bench/loop.py [--iterations 20] [--no-git]
+    python bench/loop.py [--iterations 200] [--repeat 3] [--no-git]
 
 Runs the real loop in-process (`runner.run_task`, as `ralph run` does) in a fresh git repository
-with a no-op actor (`cmd:true`) and a trivial check that always fails (`test -f never-there`), so
-every iteration runs to the limit. The heuristic reflector writes each reflection (it is ralph's
-own code, so its time counts as overhead). From the records' `duration_ms` and the loop's wall
-time it reports, per iteration:
+with a no-op actor (`cmd:true`) and one fast check that always fails (`test -f never-there`),
+so every iteration runs to the limit; the heuristic reflector writes each reflection (ralph's
+own code, so its time counts). The floor is the same two commands run by a plain Python loop
+with no ralph around it. Per iteration:
 
-- actor:    the actor process (fork/exec of `sh -c true`), as the record says;
-- checks:   the evaluator run (one `sh -c test ...`), as the record says;
-- overhead: the time from one iteration's start to the next minus actor and checks: prompt
-            rendering, Ω selection, lessons, the diff, reflection, record validation and atomic
-            write, the git commit, state updates, the stop decision.
+- ralph:    from one iteration's prompt to the next (the last: to the loop's end);
+- floor:    `sh -c true` then `sh -c 'test -f never-there'` through `subprocess.run`;
+- overhead: ralph - floor: prompt rendering, the Ω window, lessons, the diff, the reflection,
+            record validation and atomic write, the git commit, the state, the stop decision.
 
-Target: overhead under 50 ms per iteration. Start-up (imports, config, preflight, the loop
-branch, the baseline evaluation) is paid once per loop and reported on its own.
+Printed for iterations 2-20 and 181-200 (the last 20), as medians over REPEAT loops: the ratio
+to the floor and the overhead (goal < 50 ms at 181-200, and flat: late / early about 1), and the
+size of the record at iterations 2, 20 and the last (goal: flat from 20, where the at most 10
+related reflections a record names are all there: bounded by omega, not by the iteration) and
+of state.json. Start-up (imports, config, preflight, branch, baseline) is paid
+once per loop and reported on its own.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -31,9 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: see common.py
+
+from common import load, machine, median, ratio_line
 
 from ralph.ui import SilentReporter
+
+ACTOR, CHECK = "true", "test -f never-there"
 
 
 def make_repo(root: Path) -> None:
@@ -65,52 +72,120 @@ class Clock(SilentReporter):
         self.end = time.perf_counter()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--no-git", action="store_true", help="measure without commits")
-    args = parser.parse_args()
+def floor(iterations: int, root: Path) -> list[float]:
+    """Seconds per iteration of the actor and the check with nothing around them."""
+    spans = []
+    for _ in range(iterations):
+        began = time.perf_counter()
+        subprocess.run(["/bin/sh", "-c", ACTOR], cwd=root, capture_output=True, check=False)
+        subprocess.run(["/bin/sh", "-c", CHECK], cwd=root, capture_output=True, check=False)
+        spans.append(time.perf_counter() - began)
+    return spans
 
+
+def one_loop(iterations: int, no_git: bool) -> dict[str, Any]:
     from ralph import runner
 
     with tempfile.TemporaryDirectory(prefix="ralph-bench-loop-") as tmp:
         root = Path(tmp)
         make_repo(root)
         flags = {
-            "actor": "cmd:true",
+            "actor": f"cmd:{ACTOR}",
             "reflector": "heuristic",
-            "checks": ["test -f never-there"],
-            "max_iterations": args.iterations,
-            "patience": args.iterations + 1,
-            "no_git": args.no_git or None,
+            "checks": [CHECK],
+            "max_iterations": iterations,
+            "patience": iterations + 1,
+            "no_git": no_git or None,
         }
         clock = Clock()
         began = time.perf_counter()
         result = runner.run_task("bench the loop", flags, clock, cwd=root)
         records = sorted((root / ".aiwg/ralph/reflections" / result.loop_id).glob("*.json"))
-        phases = [json.loads(p.read_text("utf-8"))["ralph"]["duration_ms"] for p in records]
+        sizes = [p.stat().st_size for p in records]
+        state = state_size(root / ".aiwg/ralph/loops" / result.loop_id / "state.json")
+        plain = floor(iterations, root)
+    spans = [b - a for a, b in zip(clock.starts, [*clock.starts[1:], clock.end], strict=True)]
+    return {
+        "spans": spans,
+        "floor": plain,
+        "sizes": sizes,
+        "state": state,
+        "startup": clock.starts[0] - began,
+        "exit": result.exit_code,
+    }
 
-    n = len(records)
-    spans = [
-        (b - a) * 1000 for a, b in zip(clock.starts, [*clock.starts[1:], clock.end], strict=True)
-    ]
-    actor = [p.get("actor", 0) for p in phases]
-    checks = [p.get("evaluate", 0) for p in phases]
-    overhead = [span - a - c for span, a, c in zip(spans, actor, checks, strict=True)]
+
+def state_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def window(values: list[float], first: int, last: int) -> list[float]:
+    """Iterations first..last (1-based, inclusive)."""
+    return values[first - 1 : last]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-git", action="store_true", help="measure without commits")
+    args = parser.parse_args()
+    n = args.iterations
+    late = (max(2, n - 19), n)
+    early = (2, min(20, n))
+
+    before = load()
+    runs = [one_loop(n, args.no_git) for _ in range(args.repeat)]
+    after = load()
+
+    def per_run(key: str, span: tuple[int, int]) -> list[float]:
+        return [statistics.median(window(run[key], *span)) for run in runs]
+
+    def overhead(span: tuple[int, int]) -> list[float]:
+        return [
+            statistics.median(window(run["spans"], *span)) - statistics.median(run["floor"])
+            for run in runs
+        ]
+
     mode = "no git" if args.no_git else "git commits"
-    print(f"iterations: {n} ({mode}), exit {result.exit_code}")
+    print(f"{n} iterations ({mode}), {args.repeat} loops, exit {runs[0]['exit']}")
+    print(machine(before, after))
+    floor_all = [statistics.median(run["floor"]) for run in runs]
+    for span in (early, late):
+        label = f"iteration time {span[0]}-{span[1]} / no-ralph loop"
+        print(ratio_line(label, per_run("spans", span), floor_all, unit="ms", scale=1000))
+    for span in (early, late):
+        ms = median([o * 1000 for o in overhead(span)])
+        goal = f"   goal < 50 ms: {'met' if ms < 50 else 'NOT met'}" if span == late else ""
+        print(f"  overhead {span[0]:>3}-{span[1]:<3} {ms:6.1f} ms{goal}")
     print(
-        f"start-up until the first prompt (config, preflight, branch, baseline): "
-        f"{(clock.starts[0] - began) * 1000:.0f} ms, once per loop"
+        ratio_line(
+            f"overhead {late[0]}-{late[1]} / overhead {early[0]}-{early[1]} (flat: ~1)",
+            overhead(late),
+            overhead(early),
+            goal=1.2,
+            unit="ms",
+            scale=1000,
+        )
     )
-    print(f"per iteration (median): {statistics.median(spans):6.1f} ms")
-    print(f"  actor    {statistics.median(actor):6.1f} ms")
-    print(f"  checks   {statistics.median(checks):6.1f} ms")
-    med = statistics.median(overhead)
+    full = min(20, n)  # by then the 10 related reflections a record may name are there
     print(
-        f"  overhead {med:6.1f} ms (mean {statistics.mean(overhead):.1f}, "
-        f"max {max(overhead):.1f})   target < 50 ms: {'ok' if med < 50 else 'MISSED'}"
+        ratio_line(
+            f"record size at iteration {n} / at iteration {full}",
+            [float(run["sizes"][-1]) for run in runs],
+            [float(run["sizes"][full - 1]) for run in runs],
+            goal=1.02,
+            unit="B",
+        )
     )
+    sizes = [median([float(run["sizes"][i - 1]) for run in runs]) for i in (2, full, n)]
+    print(f"  record size at iterations 2, {full}, {n}: {', '.join(f'{x:.0f} B' for x in sizes)}")
+    print(f"  state.json at iteration {n}: {median([r['state'] for r in runs]):.0f} B")
+    startup = median([r["startup"] for r in runs]) * 1000
+    print(f"start-up until the first prompt (config, preflight, branch, baseline) {startup:.0f} ms")
 
 
 if __name__ == "__main__":

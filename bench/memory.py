@@ -12,7 +12,10 @@ in this process:
 - lessons: `retrieve_lessons` for a failure copied from a random record, after the current loop
            wrote a new record (what every iteration of `ralph run` does); target: under 100 ms.
 
-Prints median, 95th percentile and maximum of each. Targets are reported, never asserted.
+Prints median, 95th percentile and maximum of each, and each as a ratio to its floor measured in
+the same run: for the cold build, a plain `json.loads` of every record; for a search or a
+retrieval, the bare SQLite FTS5 query over the same index (open, one MATCH ranked by bm25,
+close) with no ralph around it. Targets are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -30,7 +34,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: see common.py
+
+from common import load, machine, ratio_line
 
 CATEGORIES = ["edge_case_miss", "logic_error", "incorrect_assumption", "incomplete_implementation"]
 SYLLABLES = ["ka", "lo", "mi", "ne", "po", "ru", "sa", "ti", "vu", "ze", "do", "fa", "gi", "hu"]
@@ -156,6 +163,29 @@ def report(name: str, ms: list[float], target: float) -> None:
     )
 
 
+def plain_read(root: Path) -> float:
+    """Seconds to `json.loads` every record: the floor of a first index build."""
+    start = time.perf_counter()
+    for loop in os.scandir(root / ".aiwg" / "ralph" / "reflections"):
+        for entry in os.scandir(loop.path):
+            with open(entry.path, encoding="utf-8") as handle:
+                json.loads(handle.read())
+    return time.perf_counter() - start
+
+
+def bare_query(path: Path, table: str, words: list[str]) -> None:
+    """What a search is without ralph: open the index, one bm25-ranked MATCH, close."""
+    db = sqlite3.connect(path)
+    try:
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        db.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT 10",
+            (match,),
+        ).fetchall()
+    finally:
+        db.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--loops", type=int, default=5000)
@@ -180,11 +210,15 @@ def main() -> None:
         shutil.rmtree(store.base / "reflections" / "ralph-bench-current-loop", ignore_errors=True)
         for suffix in ("", "-wal", "-shm"):
             (store.base / (INDEX_NAME + suffix)).unlink(missing_ok=True)
+        before = load()
+        floor_build = plain_read(root)
         start = time.perf_counter()
         with SearchIndex(store) as index:
             index.sync()
             count = index.db.execute("SELECT COUNT(*) FROM docs WHERE valid = 1").fetchone()[0]
-        print(f"cold index build: {time.perf_counter() - start:.1f}s for {count} records")
+        build = time.perf_counter() - start
+        print(f"cold index build over {count} records:")
+        print(ratio_line("  index build / plain json.loads", [build], [floor_build]))
 
         rnd = random.Random(3)
         folders = sorted(p for p in (store.base / "reflections").iterdir())
@@ -194,12 +228,19 @@ def main() -> None:
             samples.append(data)
         queries = [" ".join(s["self_reflection"]["reflection_text"].split()[:3]) for s in samples]
         queries[:3] = ["test failed", "value was not handled", "input"]  # common: many matches
+        index_path = store.base / INDEX_NAME
 
         def search(k: int) -> None:
             with SearchIndex(store) as index:
                 index.search(queries[k], limit=10)
 
-        report("search (open, sync, query)", timings(search, len(queries)), 200)
+        def bare_search(k: int) -> None:
+            bare_query(index_path, "fts", queries[k].split())
+
+        ours = timings(search, len(queries))
+        floor = timings(bare_search, len(queries))
+        report("search (open, sync, query)", ours, 200)
+        print(ratio_line("  search / bare FTS5 query", ours, floor, unit="ms"))
         common = timings(lambda k: search(k % 3), 9)
         report("  of which very common words", common, 200)
 
@@ -213,23 +254,32 @@ def main() -> None:
             path = store.base / "reflections" / current / f"{k + 1:03d}.json"
             path.write_text(json.dumps(data), "utf-8")
 
-        def lessons(k: int) -> None:
-            errors = [
+        def diagnostics(k: int) -> list[Diagnostic]:
+            return [
                 Diagnostic(e["type"], e["message"], e.get("file"), rule=e.get("rule"))
                 for e in samples[k]["evaluator_output"]["errors"]
             ]
+
+        def lessons(k: int) -> None:
             found = retrieve_lessons(
                 store,
                 exclude_loop=current,
-                current_errors=errors,
+                current_errors=diagnostics(k),
                 fingerprint=samples[k]["ralph"]["error_fingerprint"],
             )
             hits.append(len(found))
 
+        def bare_lessons(k: int) -> None:
+            words = [w for d in diagnostics(k) for w in d.message.split()[:4]]
+            bare_query(index_path, "fts", words or ["test"])
+
         hits: list[int] = []
         per_iteration = timings(lessons, len(samples), iteration_written)
+        floor = timings(bare_lessons, len(samples))
         report("lesson retrieval per iteration", per_iteration, 100)
+        print(ratio_line("  retrieval / bare FTS5 query", per_iteration, floor, unit="ms"))
         print(f"lessons found per retrieval: {hits}")
+        print(machine(before, load()))
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)

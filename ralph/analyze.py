@@ -433,6 +433,11 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
     lessons = Rate()
     for loop in loops:
         by_iteration = {r.iteration: r for r in loop.records}
+        # what a use of each reflection is tallied under, worked out once per reflection
+        kinds = {
+            r.iteration: (r.source or "unknown", tuple(dict.fromkeys(r.quality_flags)) or ("none",))
+            for r in loop.records
+        }
         for record in loop.records:
             if record.lessons_used:
                 lessons.uses += 1
@@ -441,13 +446,9 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
             if record.iteration <= 1 or previous is None:
                 continue
             improved = record.reward > previous.reward
-            for j in dict.fromkeys(record.in_context):
-                used = by_iteration.get(j)
-                if used is None:
-                    tally["unknown", ("unknown",), improved] += 1
-                else:
-                    flags = tuple(dict.fromkeys(used.quality_flags)) or ("none",)
-                    tally[used.source or "unknown", flags, improved] += 1
+            for j in set(record.in_context):
+                source, flags = kinds.get(j, ("unknown", ("unknown",)))
+                tally[source, flags, improved] += 1
     result = Effectiveness(lessons=lessons)
     for (source, flags, improved), n in tally.items():
         rates = [result.overall, result.by_source.setdefault(source, Rate())]

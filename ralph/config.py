@@ -7,7 +7,6 @@ in any of them is named (with the closest valid key) instead of silently ignored
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 import re
@@ -203,6 +202,8 @@ def _check_name(command: str) -> str:
 def _validate(source: str, data: dict[str, Any]) -> None:
     for key in data:
         if key not in KEYS:
+            import difflib
+
             close = difflib.get_close_matches(key, KEYS, n=1)
             raise ConfigError(
                 f"{source}: unknown setting {key!r}",

@@ -7,12 +7,15 @@ fails) and keeps them in `.aiwg/ralph/index.sqlite`, keyed by the file's (mtime_
 The JSON files stay the source of truth: a changed file is read again, a vanished one forgotten,
 and a cache that cannot be opened, read or written is simply not used (it is deleted and rebuilt
 when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
+
+The cache is written once, at the end, in one transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from ralph.trace_stats import trace_facts
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 4  # 3: a failing record's reward is read capped at 0.99; 4: trace actions
+INDEX_VERSION = 5  # 3: failing rewards read capped at 0.99; 4: trace actions; 5: faster facts
 T = TypeVar("T")
 
 
@@ -77,6 +80,9 @@ TOKEN_FIELDS = (
 )
 RECORD_FIELDS = tuple(IterationFacts.__slots__)
 STATE_FIELDS = tuple(StateFacts.__slots__)
+# A cache row is the facts' fields as a JSON list, in this order.
+_record_values = operator.attrgetter(*RECORD_FIELDS)
+_state_values = operator.attrgetter(*STATE_FIELDS)
 
 
 @dataclass
@@ -87,8 +93,11 @@ class LoopFiles:
     invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
+# `type(x) is` rather than isinstance: json.loads makes exactly these types, and a bool (an int
+# subclass) is refused without a second test; these run for every field of every record.
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    kind = type(value)
+    if kind is not float and kind is not int:
         raise ValueError(f"{what} is not a number")
     return float(value)
 
@@ -96,10 +105,11 @@ def _number(value: Any, what: str) -> float:
 def _ints(value: Any, what: str) -> list[int]:
     if value is None:
         return []
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
+    if type(value) is not list:
         raise ValueError(f"{what} is not a list of integers")
+    for item in value:
+        if type(item) is not int:
+            raise ValueError(f"{what} is not a list of integers")
     return value
 
 
@@ -141,24 +151,24 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     task = data.get("task_description")
     lessons = ext.get("lessons_used") or []
     improved = (data.get("performance_delta") or {}).get("is_improvement")
-    return IterationFacts(
-        iteration=iteration,
-        timestamp=str(data["timestamp"]),
-        passed=ev["passed"],
-        reward=reward,
-        error_count=len(errors),
-        category=credit.get("failure_category"),
-        root_cause=credit.get("root_cause") or None,
-        reflection=(text.strip().splitlines() or [""])[0][:200],
-        source=ext.get("reflection_source"),
-        quality_flags=[str(f) for f in flags],
-        in_context=_ints(in_context, "reflections_in_context"),
-        tokens=int(tokens),
-        cost_usd=None if cost is None else _number(cost, "cost_usd"),
-        duration_ms=int(duration),
-        task=task if isinstance(task, str) else None,
-        lessons_used=len(lessons) if isinstance(lessons, list) else 0,
-        improved=improved if isinstance(improved, bool) else None,
+    return IterationFacts(  # positional, in RECORD_FIELDS order: this runs for every record
+        iteration,
+        str(data["timestamp"]),
+        ev["passed"],
+        reward,
+        len(errors),
+        credit.get("failure_category"),
+        credit.get("root_cause") or None,
+        (text.strip().splitlines() or [""])[0][:200],
+        ext.get("reflection_source"),
+        [str(f) for f in flags] if flags else [],
+        _ints(in_context, "reflections_in_context"),
+        int(tokens),
+        None if cost is None else _number(cost, "cost_usd"),
+        int(duration),
+        task if isinstance(task, str) else None,
+        len(lessons) if isinstance(lessons, list) else 0,
+        improved if isinstance(improved, bool) else None,
         **trace_facts(ext.get("trace")),
     )
 
@@ -224,6 +234,17 @@ def _unpack(cls: type[T], packed: str | None) -> T | None:
 
 Key = tuple[int, int, int]
 Row = tuple[Key, str | None, str]
+Entries = list[tuple[int, os.DirEntry[str]]]
+Update = tuple[str, int, int, int, str | None, str]
+
+
+def _list_records(folder: str) -> Entries:
+    """A loop's record files, in iteration order; OSError when the folder cannot be listed."""
+    with os.scandir(folder) as found:
+        return sorted(
+            ((int(m.group(1)), e) for e in found if (m := RECORD_NAME.match(e.name))),
+            key=lambda item: item[0],
+        )
 
 
 class FactsReader:
@@ -233,8 +254,11 @@ class FactsReader:
         self.store = store
         self._rows: dict[str, Row] = {}
         self._seen: set[str] = set()
-        self._updates: list[tuple[str, int, int, int, str | None, str]] = []
+        self._updates: list[Update] = []
         self._db: sqlite3.Connection | None = self._open() if use_index else None
+        # plain strings: this runs for thousands of loops (ids are validated by the caller)
+        self._reflections = os.path.join(store.base, "reflections")
+        self._loops = os.path.join(store.base, "loops")
 
     # cache ------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection | None:
@@ -285,10 +309,10 @@ class FactsReader:
     # facts ------------------------------------------------------------------------------
     def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
         """The state facts, or None and a problem (None when there simply is no state file)."""
-        path = self.store.state_path(loop_id)
+        path = os.path.join(self._loops, loop_id, "state.json")
         name = f"loops/{loop_id}/state.json"
         try:
-            key, row = self._cached(name, str(path))
+            key, row = self._cached(name, path)
         except OSError:
             return None, None
         if row is not None and not row[1]:
@@ -296,18 +320,15 @@ class FactsReader:
         cached = _unpack(StateFacts, row[1]) if row is not None else None
         if cached is not None:
             return cached, None
-        facts, problem = _read_state(str(path))
-        packed = None if facts is None else json.dumps([getattr(facts, f) for f in STATE_FIELDS])
+        facts, problem = _read_state(path)
+        packed = None if facts is None else json.dumps(_state_values(facts))
         self._remember(name, key, packed, problem)
         return facts, (problem if facts is None else None)
 
     def records(self, loop_id: str) -> LoopFiles:
-        folder = self.store.reflections_dir(loop_id)
         out = LoopFiles()
         try:
-            entries = sorted(
-                (int(m.group(1)), e) for e in os.scandir(folder) if (m := RECORD_NAME.match(e.name))
-            )
+            entries = _list_records(os.path.join(self._reflections, loop_id))
         except OSError:
             return out
         for iteration, entry in entries:
@@ -329,7 +350,7 @@ class FactsReader:
                 self._remember(name, key, None, problem)
             else:
                 out.records.append(facts)
-                packed = json.dumps([getattr(facts, f) for f in RECORD_FIELDS])
+                packed = json.dumps(_record_values(facts))
                 self._remember(name, key, packed, "")
         return out
 

@@ -136,6 +136,7 @@ class LoopRunner:
     _kept: dict[int, Evaluation] = field(default_factory=dict, init=False)
     _reverted: dict[str, Any] | None = field(default=None, init=False)
     _unmatched: list[str] = field(default_factory=list, init=False)
+    _record_paths: dict[int, Path] = field(default_factory=dict, init=False)
 
     @property
     def workdir(self) -> Path:
@@ -675,10 +676,18 @@ class LoopRunner:
         self._last_evaluation = kept
 
     def _restore_memory(self, state: LoopState) -> None:
-        """The actor can write anywhere in the tree: put ralph's records and state back."""
+        """The actor can write anywhere in the tree: put ralph's records and state back.
+
+        A stat per record; a file is read only when it is not as ralph last saw it, and once
+        found intact it is remembered, so a resumed loop does not re-read its old records on
+        every iteration.
+        """
         changed = []
         for record in self.records:
-            path = self.store.record_path(record.loop_id, record.iteration)
+            path = self._record_paths.get(record.iteration)
+            if path is None:
+                path = self.store.record_path(record.loop_id, record.iteration)
+                self._record_paths[record.iteration] = path
             if self.store.untouched(path):
                 continue
             try:
@@ -686,6 +695,7 @@ class LoopRunner:
             except (OSError, ValueError):
                 on_disk = None
             if _same_but_obsolete(on_disk, record):
+                self.store._remember(path)  # intact: a stat is enough next time
                 continue
             self.store.write_record(record)
             changed.append(path.name)

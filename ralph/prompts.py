@@ -403,8 +403,13 @@ def all_diagnostics(evaluation: Evaluation) -> list[Diagnostic]:
     return evaluation.relevant_errors()
 
 
+# A reflection names at most as many earlier ones as a prompt can hold (the largest Ω): a loop
+# stuck on one failure for 200 iterations must not grow every record and prompt with it.
+MAX_RELATED = 10
+
+
 def repeated_iterations(evaluation: Evaluation, earlier: Sequence[IterationRecord]) -> list[int]:
-    """Earlier failed iterations whose error fingerprint equals this one's."""
+    """The latest MAX_RELATED earlier failed iterations with this one's error fingerprint."""
     if not evaluation.fingerprint:
         return []
     return [
@@ -413,4 +418,4 @@ def repeated_iterations(evaluation: Evaluation, earlier: Sequence[IterationRecor
         if not r.evaluator_output.passed
         and r.ralph is not None
         and r.ralph.error_fingerprint == evaluation.fingerprint
-    ]
+    ][-MAX_RELATED:]

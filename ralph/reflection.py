@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ralph import schemas
 from ralph.errors import RalphError
 from ralph.prompts import (
+    MAX_RELATED,
     all_diagnostics,
     cap,
     failing_outcomes,
@@ -270,12 +271,11 @@ def _bounded(out: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(key), list):
             out[key] = [cap(v, ITEM_LIMIT) if isinstance(v, str) else v for v in out[key]]
             out[key] = out[key][:LIST_LIMIT]
-    for holder, key in (
-        (out, "related_reflections"),
-        (out.get("credit_assignment"), "failing_action_indices"),
-    ):
-        if isinstance(holder, dict) and isinstance(holder.get(key), list):
-            holder[key] = holder[key][:100]
+    credit = out.get("credit_assignment")
+    if isinstance(credit, dict) and isinstance(credit.get("failing_action_indices"), list):
+        credit["failing_action_indices"] = credit["failing_action_indices"][:100]
+    if isinstance(out.get("related_reflections"), list):
+        out["related_reflections"] = out["related_reflections"][-MAX_RELATED:]
     return out
 
 

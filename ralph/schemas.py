@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     import jsonschema
 
 RECORD = "reflection-memory.schema.json"
@@ -23,6 +23,8 @@ def package_data(folder: str) -> Traversable:
     The wheel force-includes the top-level folders into the package; an editable install or a
     plain checkout keeps them at the repository root, one level above `ralph/`.
     """
+    from importlib import resources  # here: ~5 ms of imports `ralph check` starts without
+
     packaged = resources.files("ralph").joinpath(folder)
     if packaged.is_dir():
         return packaged

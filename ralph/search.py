@@ -166,16 +166,21 @@ class SearchIndex:
         return _create(sqlite3.connect(":memory:"))  # read-only or busy: build it in memory
 
     # keeping it fresh ---------------------------------------------------------------------
-    def sync(self, progress: Callable[[int, int], None] | None = None) -> None:
+    def sync(
+        self, progress: Callable[[int, int], None] | None = None, *, skip: str | None = None
+    ) -> None:
         """Bring the index up to the JSON files; cheap when little changed.
 
         `progress(done, total)` hears about each changed loop: a first build over a large
-        memory takes seconds, and a person should see it move.
+        memory takes seconds, and a person should see it move. `skip` leaves one loop's changes
+        for a later sync: the running loop, whose folder changes every iteration, asking for
+        lessons of the others (re-listing its growing folder each time would cost O(iteration)).
         """
         if self._synced:
             return
         known = dict(self.db.execute("SELECT loop_id, mtime_ns FROM loops"))
         changed, seen = self._changed_loops(known)
+        changed = [loop for loop in changed if loop[0] != skip]
         now = time.time_ns()
         try:
             with self.db:
@@ -193,7 +198,7 @@ class SearchIndex:
                 f"cannot update the search index {self.store.base / INDEX_NAME}: {exc}",
                 hint="another ralph may be writing it; try again, or delete the file",
             ) from None
-        self._synced = True
+        self._synced = skip is None
 
     def _changed_loops(self, known: dict[str, int]) -> tuple[list[tuple[str, str, int]], set[str]]:
         """Loop folders whose time differs from the index's, and every loop folder's name.
@@ -365,7 +370,7 @@ class SearchIndex:
         bm25 over the opaque failure tokens picks the candidates (rare tokens such as one test id
         outweigh common ones such as an error type); the caller scores them exactly.
         """
-        self.sync()
+        self.sync(skip=exclude_loop)
         base = (
             "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons"
             " FROM docs d WHERE d.valid = 1 AND d.passed = 0 AND d.obsolete = 0"

@@ -252,10 +252,13 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
     A transient bar on stderr, only on a terminal and only once the work has taken `after`
     seconds, so quick runs never flicker and pipes and CI logs stay clean.
     """
+    if is_ci():  # first: a pipe or CI never needs rich imported for this
+        yield lambda done, total: None
+        return
     from rich.console import Console
 
     console = Console(stderr=True)
-    if not console.is_terminal or is_ci():
+    if not console.is_terminal:
         yield lambda done, total: None
         return
     from rich.progress import Progress

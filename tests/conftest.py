@@ -44,14 +44,18 @@ def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No developer setting leaks into a test: RALPH_*, step summary and proxy variables."""
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """No developer setting leaks into a test: RALPH_*, step summary and proxy variables; and
+    no test writes the user's cache directory (ralph remembers mypy's version there)."""
     import os
 
     proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
     for name in list(os.environ):
         if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY" or name.lower() in proxies:
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "user-cache"))
 
 
 @pytest.fixture

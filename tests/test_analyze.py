@@ -489,7 +489,6 @@ def test_a_corrupt_index_is_rebuilt(store: MemoryStore) -> None:
     assert only(analyze(store))["rewards"] == [0.25, 0.25, 0.5]  # unusable rows: files read
 
 
-# outputs ------------------------------------------------------------------------------------
 def test_json_shape(store: MemoryStore) -> None:
     make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2)
     out = json.loads(json.dumps(analysis_json(analyze(store))))

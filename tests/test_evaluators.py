@@ -252,7 +252,7 @@ def test_baseline_scales_mypy_and_ruff_and_text_mode_mypy_agrees(broken: Evaluat
     # An old mypy (no JSON output) is read from its text format with the same result.
     prefix = f"{PY} -m mypy"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(mypy_module._versions, (prefix, str(broken.root)), (1, 10))
+        patch.setitem(mypy_module._versions, (prefix, str(broken.root)), ((1, 10), False))
         suite = CheckSuite(SPECS, check_timeout=120)
         baseline = Baseline.legacy({"check_error_counts": {"tests": 3, "mypy": 6, "ruff": 4}})
         again = suite.evaluate(broken.root, baseline=baseline)

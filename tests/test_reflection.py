@@ -510,3 +510,15 @@ def test_the_heuristic_names_checks_never_run_and_runs_left_failing() -> None:
     ]
     unseen = reflect(None, trajectory="edited dates/parser.py").reflection.reflection_text
     assert "never ran" not in unseen  # an actor whose commands ralph cannot see: no claim
+
+
+def test_related_reflections_are_bounded_by_the_largest_omega_not_the_iteration() -> None:
+    # A loop stuck on one failure for 200 iterations: its records must not grow with it.
+    earlier = [earlier_record(i, PARSER_FAIL.fingerprint) for i in range(1, 200)]
+    r = heuristic_reflection(PARSER_FAIL, EDITED, earlier)
+    assert r.related_reflections == list(range(190, 200))
+    assert "same failure as iteration 199" in r.reflection_text
+    answer = dict(GOOD, related_reflections=list(range(1, 200)))
+    parsed, problems = parse_reflection(json.dumps(answer))
+    assert problems == [] and parsed is not None
+    assert parsed.related_reflections == list(range(190, 200))

@@ -238,3 +238,19 @@ def test_the_index_is_local_and_ignored_by_git(store: MemoryStore) -> None:
 def test_search_needs_a_memory(ralph: RunCli, tmp_path: Path) -> None:
     result = ralph("reflections", "search", "anything", cwd=tmp_path)
     assert result.code == 2 and "no ralph memory here" in result.err
+
+
+def test_lessons_for_a_running_loop_leave_its_own_folder_for_later(store: MemoryStore) -> None:
+    from ralph.lessons import Failure
+
+    error = Diagnostic("test_failure", "assert 1 == 2", "t.py")
+    running = make(("ralph-dates", 1))
+    running.loop_id = "ralph-running"
+    store.write_record(running)
+    with SearchIndex(store) as index:
+        index.similar_failures(Failure.of_diagnostics([error]), None, exclude_loop="ralph-running")
+        mine = "SELECT count(*) FROM docs WHERE loop_id = 'ralph-running'"
+        assert index.db.execute(mine).fetchone() == (0,)  # its growing folder was not listed
+        others = "SELECT count(DISTINCT loop_id) FROM docs"
+        assert index.db.execute(others).fetchone() == (len({k for k, _ in TOPICS}),)
+    assert "ralph-running" in ranked(store, "slash")  # a later search sees it

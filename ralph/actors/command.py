@@ -28,6 +28,8 @@ SHELL_WORDS = frozenset(
 )
 
 
+# Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
+# does not wait twice for the disk before its agent even starts.
 def write_prompt(ctx: ActorContext, prompt: str) -> Path:
     """prompt.md in the iteration's artifacts directory (redacted, as every file ralph writes);
     returns its path."""

@@ -2,12 +2,22 @@
 
 Every line is read as JSON first and as text second, so output from a mypy that ignored the
 flag (a known cache bug in 1.19) or from dmypy is still understood.
+
+Which mypy is installed is asked once (`mypy --version`: a Python start-up and mypy's import,
+~0.2 s of CPU that every `ralph check` paid beside its checks) and remembered across runs in
+the user's cache directory, keyed by the program's path, size and mtime and those of the
+`mypy/version.py` installed beside it, so a reinstall or upgrade asks again. A missing or
+corrupt cache file only means asking; a stale answer that makes mypy refuse its flags is
+forgotten and mypy run again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shlex
 import threading
 from pathlib import Path
 from typing import Any
@@ -36,8 +46,11 @@ TEXT_LINE = re.compile(
     r"(?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
 )
 MAX_NOTES = 3
+CACHE_FILE = "mypy-versions.json"
+CACHE_ENTRIES = 32
 
-_versions: dict[tuple[str, str], tuple[int, ...] | None] = {}
+# (prefix, cwd) -> (version, whether it was read from the cache file rather than asked)
+_versions: dict[tuple[str, str], tuple[tuple[int, ...] | None, bool]] = {}
 _versions_lock = threading.Lock()
 
 
@@ -51,17 +64,16 @@ class MypyCheck(CommandCheck):
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        command = self.spec.command
-        match = MYPY.search(command)
-        if match is not None:
-            version = mypy_version(command[: match.end()], cwd)
-            flags = JSON_FLAGS if version is not None and version >= JSON_SINCE else TEXT_FLAGS
-            command = insert_after(command, MYPY, flags) or command
-        res = self.execute(command, cwd, on_output=on_output)
-        if res.timed_out:
-            return timed_out(self.spec, res, self.timeout)
+        res = self.execute(self._command(cwd), cwd, on_output=on_output)
         code = res.exit_code
         errors = parse_output(res.stdout, cwd)
+        if code == 2 and not errors and self._forget_remembered(cwd):
+            # mypy refused the flags of a remembered version it does not have: ask, run again
+            res = self.execute(self._command(cwd), cwd, on_output=on_output)
+            code = res.exit_code
+            errors = parse_output(res.stdout, cwd)
+        if res.timed_out:
+            return timed_out(self.spec, res, self.timeout)
         # Exit 2 is mypy's "blocking error": a syntax error it reports, or a crash/bad usage.
         if code not in (0, 1, 2) or (code == 2 and not errors):
             return crashed(self.spec, res, "mypy could not check the project")
@@ -83,19 +95,123 @@ class MypyCheck(CommandCheck):
             count_score(len(errors), baseline_errors) if status == "fail" else 1.0,
         )
 
+    def _command(self, cwd: Path) -> str:
+        """The configured command with the output flags this mypy understands."""
+        command = self.spec.command
+        match = MYPY.search(command)
+        if match is None:
+            return command
+        version = mypy_version(command[: match.end()], cwd)
+        flags = JSON_FLAGS if version is not None and version >= JSON_SINCE else TEXT_FLAGS
+        return insert_after(command, MYPY, flags) or command
+
+    def _forget_remembered(self, cwd: Path) -> bool:
+        """Forget a version read from the cache file; True when there was one to forget."""
+        match = MYPY.search(self.spec.command)
+        if match is None:
+            return False
+        prefix = self.spec.command[: match.end()]
+        with _versions_lock:
+            _, from_file = _versions.get((prefix, str(cwd)), (None, False))
+            if not from_file:
+                return False
+            del _versions[(prefix, str(cwd))]
+        identity = installed_identity(prefix, cwd)
+        entries = _read_cache()
+        if identity is not None and entries.pop(identity, None) is not None:
+            _write_cache(entries)
+        return True
+
 
 def mypy_version(prefix: str, cwd: Path) -> tuple[int, ...] | None:
-    """`<prefix> --version`, asked once per command prefix and remembered."""
+    """`<prefix> --version`, asked once per installed mypy and remembered (module docstring)."""
     key = (prefix, str(cwd))
     with _versions_lock:
         if key in _versions:
-            return _versions[key]
-    res = process.run(f"{prefix} --version", cwd=cwd, wall_timeout=60, cap=10_000)
-    found = re.search(r"mypy (\d+)\.(\d+)", res.stdout)
-    version = (int(found[1]), int(found[2])) if found and res.exit_code == 0 else None
+            return _versions[key][0]
+    identity = installed_identity(prefix, cwd)
+    version = _cached_version(identity) if identity is not None else None
+    from_file = version is not None
+    if version is None:
+        res = process.run(f"{prefix} --version", cwd=cwd, wall_timeout=60, cap=10_000)
+        found = re.search(r"mypy (\d+)\.(\d+)", res.stdout)
+        version = (int(found[1]), int(found[2])) if found and res.exit_code == 0 else None
+        if version is not None and identity is not None:
+            _remember_version(identity, version)
     with _versions_lock:
-        _versions[key] = version
+        _versions[key] = (version, from_file)
     return version
+
+
+def cache_path() -> Path:
+    """`$XDG_CACHE_HOME/ralph/` (default `~/.cache/ralph/`): per user, not per project."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ralph" / CACHE_FILE
+
+
+def installed_identity(prefix: str, cwd: Path) -> str | None:
+    """What changes when the mypy that `prefix` runs is reinstalled, without running it.
+
+    The program's absolute path, size and mtime (pip rewrites a console script on every
+    install), and those of `mypy/version.py` in the site-packages beside its bin/ when there is
+    one (an upgrade under an unchanged `python -m mypy`). None when the program is not found.
+    """
+    try:
+        words = shlex.split(prefix)
+    except ValueError:
+        return None
+    if not words:
+        return None
+    program = words[0] if "/" not in words[0] else os.path.join(cwd, words[0])
+    found = process.which(program) if "/" not in program else program
+    if found is None:
+        return None
+    path = os.path.abspath(found)
+    parts: list[object] = [prefix, path]
+    bin_dir = Path(path).parent
+    candidates = sorted(bin_dir.parent.glob("lib/python3*/site-packages/mypy/version.py"))
+    for file in [Path(path), *candidates[:1]]:
+        try:
+            info = file.stat()
+        except OSError:
+            return None
+        parts += [str(file), info.st_size, info.st_mtime_ns]
+    return json.dumps(parts)
+
+
+def _read_cache() -> dict[str, list[int]]:
+    try:
+        data = json.loads(cache_path().read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        k: v
+        for k, v in data.items()
+        if isinstance(v, list) and v and all(isinstance(n, int) for n in v)
+    }
+
+
+def _cached_version(identity: str) -> tuple[int, ...] | None:
+    found = _read_cache().get(identity)
+    return tuple(found) if found else None
+
+
+def _remember_version(identity: str, version: tuple[int, ...]) -> None:
+    entries = _read_cache()
+    entries.pop(identity, None)
+    entries[identity] = list(version)
+    _write_cache(dict(list(entries.items())[-CACHE_ENTRIES:]))
+
+
+def _write_cache(entries: dict[str, list[int]]) -> None:
+    """Best effort: a cache that cannot be written only means asking mypy next time."""
+    from ralph.errors import StoreError
+    from ralph.store import atomic_write_text
+
+    with contextlib.suppress(StoreError):
+        atomic_write_text(cache_path(), json.dumps(entries, indent=1) + "\n", durable=False)
 
 
 def parse_output(stdout: str, cwd: Path) -> list[Diagnostic]:

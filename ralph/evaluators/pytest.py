@@ -11,9 +11,9 @@ import os
 import re
 import shlex
 import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.evaluators.shell import (
@@ -32,6 +32,9 @@ from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact
 from ralph.store import MemoryStore, private_tmp, scratch_prefix
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 PYTEST = tool_pattern(r"py\.test|pytest")
 TRACE_LINES = 15
@@ -131,6 +134,8 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
     """Counts and diagnostics from a JUnit XML report; None when there is no usable report."""
     if not xml_text.strip():
         return None
+    import xml.etree.ElementTree as ET  # here: not on `ralph check`'s path to its first check
+
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError:

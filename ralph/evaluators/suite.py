@@ -7,8 +7,6 @@ checks present. `passed` means every check passes; nothing else decides completi
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import re
 import shlex
@@ -252,6 +250,8 @@ def _python_module(command: str, program: str) -> str | None:
 
 
 def _has_module(python: str, module: str) -> bool:
+    import importlib.util
+
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         return importlib.util.find_spec(module) is not None
     probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
@@ -322,6 +322,8 @@ def fingerprint(
                 continue
             what = e.rule if e.type == "test_failure" and e.rule else _first_line(e.message)
             items.append(f"{outcome.spec.name}|{e.type}|{e.rule or ''}|{e.file or ''}|{what}")
+    import hashlib  # here, not at import: `ralph check` starts its checks before this is needed
+
     digest = hashlib.sha256("\n".join(sorted(items)).encode("utf-8"))
     return digest.hexdigest()[:16]
 

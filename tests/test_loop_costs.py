@@ -1,0 +1,73 @@
+"""What an iteration costs must not grow with the iteration number (benchmarks: bench/loop.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ralph.config import Settings
+from ralph.loop import LoopRunner
+from ralph.records import (
+    ActorOutput,
+    EvaluatorOutput,
+    IterationRecord,
+    MemoryMetadata,
+    RalphExtension,
+    SelfReflection,
+)
+from ralph.store import LoopState, MemoryStore
+from ralph.ui import SilentReporter
+
+LOOP = "ralph-costs-1"
+
+
+def record(iteration: int) -> IterationRecord:
+    return IterationRecord(
+        loop_id=LOOP,
+        iteration=iteration,
+        timestamp="2026-01-01T00:00:00Z",
+        actor_output=ActorOutput(actions=[], rationale="nothing"),
+        evaluator_output=EvaluatorOutput(passed=False, verification_type="combined"),
+        self_reflection=SelfReflection(reflection_text=f"I failed in iteration {iteration}."),
+        memory_metadata=MemoryMetadata(omega_capacity=3, current_memory_size=0),
+        ralph=RalphExtension(error_fingerprint="fp"),
+    )
+
+
+def test_a_resumed_loop_reads_its_intact_records_once_not_every_iteration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_run = MemoryStore(tmp_path)
+    records = [record(i) for i in range(1, 6)]
+    for r in records:
+        first_run.write_record(r)
+    state = LoopState(loop_id=LOOP, task="t", iteration=5)
+    first_run.write_state(state)
+    # A resumed run: its store wrote none of these files, so it must look at them once.
+    runner = LoopRunner(
+        Settings(),
+        MemoryStore(tmp_path),
+        parts=None,  # type: ignore[arg-type]  # restoring the memory needs no actor or checks
+        reporter=SilentReporter(),
+        records=records,
+    )
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+        reads.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    runner._restore_memory(state)
+    assert sorted(reads) == [f"00{i}.json" for i in range(1, 6)]
+    reads.clear()
+    for _ in range(3):  # the following iterations: a stat each, no read
+        runner._restore_memory(state)
+    assert reads == []
+    (tmp_path / ".aiwg/ralph/reflections" / LOOP / "003.json").write_text("{}")
+    runner._restore_memory(state)  # an actor's edit is still seen and undone
+    assert reads == ["003.json"]
+    assert MemoryStore(tmp_path).read_record(LOOP, 3).to_json() == records[2].to_json()
