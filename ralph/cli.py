@@ -36,6 +36,10 @@ reflections_app = typer.Typer(
 app.add_typer(reflections_app, name="reflections")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+LoopArg = Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")]
+IterationArg = Annotated[
+    int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
+]
 
 
 def _version(value: bool) -> None:
@@ -95,10 +99,8 @@ def reflections_list(
 
 @reflections_app.command("show")
 def reflections_show(
-    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")],
-    iteration: Annotated[
-        int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
-    ] = None,
+    loop: LoopArg,
+    iteration: IterationArg = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show one iteration record: actions, failing checks, the reflection, insights, lessons."""
@@ -111,10 +113,8 @@ def reflections_show(
 
 @app.command("trace")
 def trace_command(
-    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")],
-    iteration: Annotated[
-        int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
-    ] = None,
+    loop: LoopArg,
+    iteration: IterationArg = None,
     as_json: JsonFlag = False,
 ) -> None:
     """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
