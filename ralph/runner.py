@@ -292,7 +292,7 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
     """End a loop as aborted: (its state, whether it has stopped).
 
     A running loop (its lock is held) is asked to end: a request file it reads between
-    attempts, and SIGINT when the lock names a process this host can verify is still that
+    attempts, and SIGTERM when the lock names a process this host can verify is still that
     process (same pid namespace and start time), so a reused pid is never signalled. The loop
     then kills its attempt, saves itself as aborted and exits with code 4.
     """
@@ -306,7 +306,9 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
         atomic_write_text(store.abort_path(loop_id), "requested by `ralph abort`\n")
         if same_process(holder) and holder.get("pid") != os.getpid():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(holder["pid"]), signal.SIGINT)
+                # SIGTERM, not SIGINT: ralph handles it always, while a loop started in the
+                # background of a script inherits SIGINT ignored
+                os.kill(int(holder["pid"]), signal.SIGTERM)
         if not _wait_until_stopped(store, loop_id):
             return store.read_state(loop_id), False
         state = store.read_state(loop_id)  # what the loop saved while stopping

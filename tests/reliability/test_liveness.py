@@ -153,7 +153,15 @@ def test_abort_ends_a_running_loop_as_aborted(ralph: RunCli, project: Path) -> N
     """The loop used to say "paused ... `ralph resume` continues" and exit 130, after which
     `resume` answered "aborted: nothing to resume"."""
     plan(project, {"1": {**write("partial"), "hang": True}})
-    proc = start(project, *heuristic())
+    # as `ralph run ... &` in a script starts it: with SIGINT ignored
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ralph", *heuristic()],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     wait_for("iteration 1's agent", agent_started(1))
     loop_id = loop_id_of(project)
     aborted = ralph("abort", loop_id, cwd=project)
