@@ -38,7 +38,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 
 from common import load, machine, median, ratio_line
 
-from ralph.ui import SilentReporter
+from ralph.cli.live import SilentReporter
 
 ACTOR, CHECK = "true", "test -f never-there"
 
@@ -84,7 +84,7 @@ def floor(iterations: int, root: Path) -> list[float]:
 
 
 def one_loop(iterations: int, no_git: bool) -> dict[str, Any]:
-    from ralph import runner
+    from ralph.loop import assembly as runner
 
     with tempfile.TemporaryDirectory(prefix="ralph-bench-loop-") as tmp:
         root = Path(tmp)

@@ -194,10 +194,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="keep the generated project here")
     args = parser.parse_args()
 
-    from ralph.lessons import retrieve_lessons
+    from ralph.memory.lessons import retrieve_lessons
+    from ralph.memory.search import INDEX_NAME, SearchIndex
+    from ralph.memory.store import MemoryStore
     from ralph.records import Diagnostic
-    from ralph.search import INDEX_NAME, SearchIndex
-    from ralph.store import MemoryStore
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="ralph-bench-memory-"))
     try:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ralph import trace
+from ralph.actors import trace
 
 
 def stream(events: int, result_kb: int) -> str:

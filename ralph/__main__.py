@@ -1,5 +1,5 @@
 """`python -m ralph`."""
 
-from ralph.cli import main
+from ralph.cli.app import main
 
 main()

@@ -27,7 +27,7 @@ RunCli = Callable[..., CliResult]
 @pytest.fixture
 def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunCli:
     """Run the real console-script entry point in-process; returns exit code, stdout, stderr."""
-    from ralph.cli import main
+    from ralph.cli.app import main
 
     def invoke(*args: str, cwd: Path | None = None) -> CliResult:
         monkeypatch.setattr(sys, "argv", ["ralph", *args])

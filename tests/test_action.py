@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
-from ralph.store import MemoryStore
-from ralph.views import validate_file
+from ralph.cli.views import validate_file
+from ralph.memory.store import MemoryStore
 
 from .conftest import REPO
 from .fakes.actions import path_with, run_action, summary_of

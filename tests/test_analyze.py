@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ralph import index as index_module
-from ralph.analyze import (
+from ralph.analyze import cache as index_module
+from ralph.analyze.stats import (
     Analysis,
     analysis_json,
     analyze,
@@ -29,6 +29,7 @@ from ralph.analyze import (
     write_html,
 )
 from ralph.errors import RalphError, StoreError
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
     CreditAssignment,
@@ -40,7 +41,6 @@ from ralph.records import (
     SelfReflection,
     Usage,
 )
-from ralph.store import LoopState, MemoryStore
 
 from .conftest import EXAMPLE_LOOP, RunCli
 

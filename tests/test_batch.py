@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ralph.batch import batch_file
-from ralph.store import MemoryStore
+from ralph.loop.batch import batch_file
+from ralph.memory.store import MemoryStore
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo
@@ -235,8 +235,8 @@ def test_batch_needs_git_and_a_tasks_file(tmp_path: Path, ralph: RunCli) -> None
 def test_the_live_table_shows_every_loop() -> None:
     from rich.console import Console
 
-    from ralph.batch import BatchTask, Entry
-    from ralph.batch_view import LiveView
+    from ralph.cli.batch_view import LiveView
+    from ralph.loop.batch import BatchTask, Entry
 
     entry = Entry(BatchTask("add", "fix add", max_iterations=4), "ralph-add-00000001")
     entry.status, entry.iteration, entry.best_reward, entry.rewards = "running", 2, 0.5, [0, 0.5]
@@ -249,8 +249,8 @@ def test_the_live_table_shows_every_loop() -> None:
 
 
 def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ralph.batch import make_view
-    from ralph.batch_view import LiveView, PlainView
+    from ralph.cli.batch_view import LiveView, PlainView
+    from ralph.loop.batch import make_view
 
     monkeypatch.setenv("CI", "true")
     view = make_view()

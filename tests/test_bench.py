@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ralph.bench import ArmResult, Run, paired_difference, parse_arm
+from ralph.bench.runner import ArmResult, Run, paired_difference, parse_arm
 from ralph.errors import ConfigError
 
 from .conftest import RunCli

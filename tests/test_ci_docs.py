@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ralph.batch import load_tasks
+from ralph.loop.batch import load_tasks
 
 from .conftest import EXAMPLE_LOOP, REPO
 

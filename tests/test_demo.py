@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from ralph import schemas
-from ralph.prompts import load_template
-from ralph.store import MemoryStore
+from ralph.loop.prompts import load_template
+from ralph.memory.store import MemoryStore
 
 from .conftest import RunCli
 
@@ -37,7 +37,7 @@ def test_without_the_reflection_in_the_prompt_the_demo_does_not_get_there(
     ralph: RunCli, tmp_path: Path
 ) -> None:
     repo = tmp_path / "demo"
-    from ralph.demo import build_repository
+    from ralph.cli.demo import build_repository
 
     build_repository(repo)
     # A user prompt override that drops the reflections section: the memory never reaches

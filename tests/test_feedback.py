@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ralph.feedback import boost_confirmed, read_feedback, record_feedback
-from ralph.lessons import Lesson
-from ralph.store import MemoryStore
+from ralph.memory.feedback import boost_confirmed, read_feedback, record_feedback
+from ralph.memory.lessons import Lesson
+from ralph.memory.store import MemoryStore
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ralph.errors import PreflightError, RalphError
-from ralph.gitops import (
+from ralph.workspace.git import (
     DIFF_CAP,
     ChangeSet,
     FileChange,

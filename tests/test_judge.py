@@ -15,8 +15,8 @@ import pytest
 from ralph.config import CheckSpec, load, parse_check
 from ralph.evaluators.judge import JudgeCheck, parse_verdict
 from ralph.evaluators.suite import CheckSuite
+from ralph.loop.policy import Attempt, Spend, StopPolicy
 from ralph.providers.registry import make_client
-from ralph.stopping import Attempt, Spend, StopPolicy
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo

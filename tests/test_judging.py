@@ -161,7 +161,7 @@ def test_a_nearly_green_strict_suite_scores_at_most_0_99() -> None:
 
 
 def test_an_old_record_never_shows_1_00_unless_it_passed() -> None:
-    from ralph import ui
+    from ralph.cli import live as ui
     from ralph.records import ActorOutput, MemoryMetadata, SelfReflection
 
     record = IterationRecord(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ralph import schemas
-from ralph.lessons import (
+from ralph.memory.lessons import (
     SIMILARITY_THRESHOLD,
     Failure,
     Lesson,
@@ -21,6 +21,8 @@ from ralph.lessons import (
     mark_obsolete,
     retrieve_lessons,
 )
+from ralph.memory.search import SearchIndex
+from ralph.memory.store import MemoryStore
 from ralph.records import (
     ActorOutput,
     Diagnostic,
@@ -31,8 +33,6 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
 )
-from ralph.search import SearchIndex
-from ralph.store import MemoryStore
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ralph import schemas
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo

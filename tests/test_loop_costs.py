@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from ralph.cli.live import SilentReporter
 from ralph.config import Settings
-from ralph.loop import LoopRunner
+from ralph.loop.runner import LoopRunner
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
     EvaluatorOutput,
@@ -17,8 +19,6 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
 )
-from ralph.store import LoopState, MemoryStore
-from ralph.ui import SilentReporter
 
 LOOP = "ralph-costs-1"
 

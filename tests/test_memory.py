@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ralph import memory, prompts
 from ralph.errors import ConfigError
-from ralph.memory import omega_for, reflection_tokens, select_window
+from ralph.loop import prompts
+from ralph.loop import window as memory
+from ralph.loop.window import omega_for, reflection_tokens, select_window
 from ralph.records import (
     ActorOutput,
     CreditAssignment,

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from ralph import memory, prompts
 from ralph.config import CheckSpec
 from ralph.errors import ConfigError
 from ralph.evaluators.base import CheckOutcome, Evaluation
+from ralph.loop import prompts
+from ralph.loop import window as memory
 from ralph.records import (
     ActorOutput,
     CheckResult,

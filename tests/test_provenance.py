@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ralph import provenance
+from ralph.memory import provenance
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
     EvaluatorOutput,
@@ -17,7 +18,6 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
 )
-from ralph.store import LoopState, MemoryStore
 from tests.conftest import RunCli
 
 prov_model = pytest.importorskip("prov.model")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ralph import reflection, schemas
+from ralph import schemas
 from ralph.config import CheckSpec
 from ralph.errors import ProviderError
 from ralph.evaluators.base import CheckOutcome, Evaluation
@@ -27,7 +27,13 @@ from ralph.records import (
     SelfReflection,
     to_json,
 )
-from ralph.reflection import Reflector, heuristic_reflection, parse_reflection, quality_flags
+from ralph.reflection import reflector as reflection
+from ralph.reflection.reflector import (
+    Reflector,
+    heuristic_reflection,
+    parse_reflection,
+    quality_flags,
+)
 
 GOOD = {
     "reflection_text": (

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ralph.memory.search import INDEX_NAME, SearchIndex
+from ralph.memory.store import MemoryStore
 from ralph.records import (
     ActorOutput,
     CreditAssignment,
@@ -21,8 +23,6 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
 )
-from ralph.search import INDEX_NAME, SearchIndex
-from ralph.store import MemoryStore
 
 from .conftest import RunCli
 
@@ -241,7 +241,7 @@ def test_search_needs_a_memory(ralph: RunCli, tmp_path: Path) -> None:
 
 
 def test_lessons_for_a_running_loop_leave_its_own_folder_for_later(store: MemoryStore) -> None:
-    from ralph.lessons import Failure
+    from ralph.memory.lessons import Failure
 
     error = Diagnostic("test_failure", "assert 1 == 2", "t.py")
     running = make(("ralph-dates", 1))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ralph import store as store_module
 from ralph.errors import PreflightError, StoreError
+from ralph.memory import store as store_module
+from ralph.memory.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
 from ralph.records import IterationRecord
-from ralph.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
 
 from .conftest import EXAMPLE_LOOP
 from .test_records import full_record
@@ -84,7 +84,7 @@ def test_state_round_trip_and_crash_detection(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from ralph.store import atomic_write_text
+from ralph.memory.store import atomic_write_text
 target = Path(sys.argv[1])
 big = [("A" * 2_000_000), ("B" * 2_000_000)]
 i = 0

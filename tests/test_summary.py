@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from .conftest import EXAMPLE_LOOP, RunCli
 

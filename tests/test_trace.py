@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph import trace
+from ralph.actors import trace
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.registry import make_actor
 from tests.conftest import RunCli
@@ -263,6 +263,7 @@ def test_ralph_trace_of_an_unknown_loop_is_one_line_exit_2(tmp_path: Path, ralph
 def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the_checks(
     tmp_path: Path, ralph: RunCli
 ) -> None:
+    from ralph.memory.store import MemoryStore
     from ralph.records import (
         ActorOutput,
         EvaluatorOutput,
@@ -272,7 +273,6 @@ def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the
         SelfReflection,
         TraceSummary,
     )
-    from ralph.store import MemoryStore
 
     store = MemoryStore(tmp_path)
     store.ensure()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ralph.lessons import retrieve_lessons
-from ralph.store import MemoryStore
+from ralph.memory.lessons import retrieve_lessons
+from ralph.memory.store import MemoryStore
 
 from .conftest import EXAMPLE_LOOP, REPO, RunCli
 from .fakes.calc_project import git, make_calc_repo

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ralph import ui
+from ralph.cli import live as ui
 
 
 def test_sparkline_maps_rewards_to_blocks() -> None:

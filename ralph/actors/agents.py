@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ralph import process, trace
+from ralph import process
+from ralph.actors import trace
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
+from ralph.actors.trace import load_json
 from ralph.errors import PreflightError, ProviderError
 from ralph.providers.base import ChatResponse, Message
-from ralph.trace import load_json
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]

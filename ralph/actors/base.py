@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 from ralph.providers.base import ChatClient
 
 if TYPE_CHECKING:
-    from ralph.trace import Trajectory
+    from ralph.actors.trace import Trajectory
 
 
 @dataclass

@@ -112,7 +112,7 @@ class JudgeCheck:
             client = self._client()
             answer, problems = self._ask(client, diff, cwd)
         except Exception as exc:  # a provider failure is this check's error, never a pass
-            from ralph.reflection import one_line
+            from ralph.reflection.reflector import one_line
 
             return self._outcome("error", started, [_diagnostic(f"judge: {one_line(exc)}")])
         if answer is None:
@@ -173,7 +173,7 @@ class JudgeCheck:
         self, client: ChatClient, diff: str, cwd: Path
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
-        from ralph.prompts import render, repair_context
+        from ralph.loop.prompts import render, repair_context
         from ralph.providers.base import Message
         from ralph.redact import redact
 
@@ -236,7 +236,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def loop_diff(cwd: Path, base: str | None, limit: int = DIFF_CHARS) -> str:
     """Tracked changes since `base` and new files' contents, ralph's memory left out; capped."""
-    from ralph.gitops import cap_diff
+    from ralph.workspace.git import cap_diff
 
     if base is None:
         return ""
@@ -262,7 +262,7 @@ def _validator() -> Any:
 
 def parse_verdict(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The judge's answer, coerced (scores as "8/10", issues as strings) and validated."""
-    from ralph.reflection import extract_json_object
+    from ralph.reflection.reflector import extract_json_object
 
     data = extract_json_object(text or "")
     if data is None:

@@ -28,10 +28,10 @@ from ralph.evaluators.shell import (
     timed_out,
     tool_pattern,
 )
+from ralph.memory.store import MemoryStore, private_tmp, scratch_prefix
 from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact
-from ralph.store import MemoryStore, private_tmp, scratch_prefix
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET

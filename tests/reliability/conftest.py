@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from ralph import schemas
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..test_loop import TESTS, VERSIONS, git, plan, repo, seen, write  # noqa: F401
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (

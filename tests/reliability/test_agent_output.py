@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ralph.actors.agents import parse_claude, parse_codex, parse_opencode
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import VERSIONS, assert_invariants, check_command
@@ -89,7 +89,7 @@ def test_a_loop_survives_malformed_agent_output(
 def test_no_writer_puts_a_non_finite_number_on_disk(tmp_path: Path) -> None:
     """The last line of defence: `allow_nan=False`, a one-line error, the old file kept."""
     from ralph.errors import StoreError
-    from ralph.store import LoopState, atomic_write_json
+    from ralph.memory.store import LoopState, atomic_write_json
 
     target = tmp_path / "x.json"
     atomic_write_json(target, {"cost": 1.0})

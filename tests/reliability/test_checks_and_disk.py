@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import VERSIONS, assert_invariants, git, heuristic, plan, write

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (
@@ -97,7 +97,7 @@ def test_kill_while_a_record_is_written_leaves_old_or_new(tmp_path: Path) -> Non
     writer = (
         "import sys, itertools\n"
         "from pathlib import Path\n"
-        "from ralph.store import atomic_write_json\n"
+        "from ralph.memory.store import atomic_write_json\n"
         "for n in itertools.count():\n"
         "    atomic_write_json(Path(sys.argv[1]), {'n': n, 'pad': 'x' * 2_000_000})\n"
         "    print(n, flush=True)\n"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ralph import runner
+from ralph.loop import assembly as runner
+from ralph.memory.store import MemoryStore
 from ralph.process import kill_orphans
-from ralph.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (

@@ -14,7 +14,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from ..fakes.provider_server import FakeProvider

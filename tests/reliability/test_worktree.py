@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import MemoryStore
+from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (

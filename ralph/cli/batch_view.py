@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ralph.ui import PlainReporter, clip, sparkline
+from ralph.cli.live import PlainReporter, clip, sparkline
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ralph.batch import Entry
+    from ralph.loop.batch import Entry
 
 
 class PlainView:

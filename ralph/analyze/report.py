@@ -15,14 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.cli.live import sparkline
 from ralph.errors import RalphError
-from ralph.store import atomic_write_text
-from ralph.ui import sparkline
+from ralph.memory.store import atomic_write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ralph.analyze import Analysis, LoopAnalysis
+    from ralph.analyze.stats import Analysis, LoopAnalysis
 
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have them all
@@ -173,7 +173,7 @@ def render(a: Analysis, console: Console) -> None:
         _render_categories(a, console)
         _render_effectiveness(a, console)
         _render_breakthroughs(a, console)
-        from ralph import trace_stats
+        from ralph.analyze import trace_stats
 
         trace_stats.render([r for loop in a.loops for r in loop.records], console)
         if s.recurring_root_causes:

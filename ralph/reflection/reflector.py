@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ralph import schemas
 from ralph.errors import RalphError
-from ralph.prompts import (
+from ralph.loop.prompts import (
     MAX_RELATED,
     all_diagnostics,
     cap,
@@ -432,7 +432,7 @@ def heuristic_reflection(
 ) -> SelfReflection:
     """A first-person reflection built only from the diagnostics and the agent's own trace
     (the compact line of ralph.trace): concrete, never invented."""
-    from ralph.trace import check_note
+    from ralph.actors.trace import check_note
 
     failing = failing_outcomes(evaluation)
     errors = located_first(all_diagnostics(evaluation))

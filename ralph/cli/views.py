@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import ConfigError, StoreError
-from ralph.store import RECORD_NAME, MemoryStore, read_json, validate_loop_id
+from ralph.memory.store import RECORD_NAME, MemoryStore, read_json, validate_loop_id
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(data: Any) -> None:
-    from ralph.cli import print_json
+    from ralph.cli.app import print_json
 
     print_json(data)
 
@@ -56,7 +56,9 @@ def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
     for item in listings:
         state = item.state
         if state is None and item.record_count and not store.state_path(item.loop_id).exists():
-            from ralph.transfer import records_summary  # imported: described from its records
+            from ralph.memory.transfer import (
+                records_summary,  # imported: described from its records
+            )
 
             rows.append({"loop_id": item.loop_id, **records_summary(store, item.loop_id)})
             rows[-1]["problem"] = None
@@ -157,7 +159,7 @@ def show_record(
         traced = record.ralph.trace if record.ralph else None
         steps = f" ({traced.steps} steps)" if traced else ""
         console.print(f"trace{steps}: ralph trace {loop_id} {iteration}", markup=False)
-    from ralph.feedback import describe, read_feedback
+    from ralph.memory.feedback import describe, read_feedback
 
     verdict = read_feedback(store, loop_id)
     if verdict is not None:
@@ -167,7 +169,7 @@ def show_record(
 
 def _render_usage(store: MemoryStore, loop_id: str, iteration: int, console: Console) -> None:
     """How often other loops were given this reflection's lessons, and how often that helped."""
-    from ralph.search import SearchIndex
+    from ralph.memory.search import SearchIndex
 
     try:
         with SearchIndex(store) as index:
@@ -194,9 +196,9 @@ def search_reflections(
     until: str | None = None,
     limit: int = 10,
 ) -> None:
+    from ralph.cli.live import progress_bar
+    from ralph.memory.search import SearchIndex
     from ralph.records import FAILURE_CATEGORIES
-    from ralph.search import SearchIndex
-    from ralph.ui import progress_bar
 
     if loop_id is not None:
         validate_loop_id(loop_id)
@@ -255,7 +257,7 @@ def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> date
 def mark_obsolete(
     store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
 ) -> None:
-    from ralph.lessons import mark_obsolete as mark
+    from ralph.memory.lessons import mark_obsolete as mark
 
     changed = mark(store, loop_id, iteration, obsolete=obsolete)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"

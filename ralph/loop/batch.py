@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
-from ralph.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
+from ralph.memory.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
 
 TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations")
 DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations")
@@ -290,7 +290,7 @@ class Batch:
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
-        from ralph.runner import sigterm_as_interrupt
+        from ralph.loop.assembly import sigterm_as_interrupt
 
         self.view.begin(self.entries, jobs)
         queued = [e for e in self.entries if e.phase == "queued"]
@@ -402,8 +402,8 @@ def run_batch(
     tasks_path: Path, *, jobs: int | None, resume: bool, cwd: Path | None = None
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
-    from ralph.gitops import find_repo_root
-    from ralph.runner import memory_root
+    from ralph.loop.assembly import memory_root
+    from ralph.workspace.git import find_repo_root
 
     tasks = load_tasks(tasks_path)
     here = (cwd or Path.cwd()).resolve()
@@ -429,7 +429,7 @@ def run_batch(
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
-    from ralph.gitops import GitWorkspace, name_some
+    from ralph.workspace.git import GitWorkspace, name_some
 
     with contextlib.suppress(Exception):
         dirty = GitWorkspace(root).dirty_files()
@@ -442,7 +442,8 @@ def _note_dirty(root: Path, view: BatchView) -> None:
 
 
 def make_view() -> BatchView:
-    from ralph import batch_view, ui
+    from ralph.cli import batch_view
+    from ralph.cli import live as ui
 
     if ui.is_ci():
         return batch_view.PlainView()

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ralph.trace import tool_kind
+from ralph.actors.trace import tool_kind
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ralph.index import IterationFacts
+    from ralph.analyze.cache import IterationFacts
 
 KINDS = ("edit", "read", "command", "search", "other")
 

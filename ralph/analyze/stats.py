@@ -75,11 +75,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.analyze.cache import FactsReader, IterationFacts, LoopFiles, StateFacts
+from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
-from ralph.index import FactsReader, IterationFacts, LoopFiles, StateFacts
-from ralph.store import STATUSES, MemoryStore, validate_loop_id
-from ralph.trace_stats import action_stats
-from ralph.transfer import status_from_records
+from ralph.memory.store import STATUSES, MemoryStore, validate_loop_id
+from ralph.memory.transfer import status_from_records
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -270,7 +270,7 @@ def analyze(
         reader.close(forget_unseen=full_scan)
     loops.sort(key=lambda loop: (loop.created_at or "", loop.loop_id))
     filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
-    from ralph.feedback import acceptance
+    from ralph.memory.feedback import acceptance
 
     summary = _summarise(loops)
     summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
@@ -582,20 +582,20 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
 
 def write_csv(a: Analysis, out: TextIO) -> None:
     """One row per iteration (the baseline as iteration 0), for spreadsheets and pandas."""
-    from ralph.analyze_report import write_csv as _write_csv
+    from ralph.analyze.report import write_csv as _write_csv
 
     _write_csv(a, out)
 
 
 def write_html(a: Analysis, path: Path) -> None:
     """A self-contained report: matplotlib charts inline as SVG beside the tables."""
-    from ralph.analyze_report import write_html as _write_html
+    from ralph.analyze.report import write_html as _write_html
 
     _write_html(a, path)
 
 
 def render(a: Analysis, console: Console) -> None:
     """Rich tables, sparklines and terminal charts; a plotted curve for a single loop."""
-    from ralph.analyze_report import render as _render
+    from ralph.analyze.report import render as _render
 
     _render(a, console)

@@ -24,11 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ralph.memory import TRUNCATION_MARKER, estimate_tokens
+from ralph.loop.window import TRUNCATION_MARKER, estimate_tokens
 
 if TYPE_CHECKING:
+    from ralph.memory.store import MemoryStore
     from ralph.records import Diagnostic
-    from ralph.store import MemoryStore
 
 SIMILARITY_THRESHOLD = 0.5
 DUPLICATE_THRESHOLD = 0.8
@@ -182,7 +182,7 @@ def retrieve_lessons(
     """The lessons of other loops' failures most like the current one (at most `limit`)."""
     if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
         return []
-    from ralph.search import SearchIndex
+    from ralph.memory.search import SearchIndex
 
     current = Failure.of_diagnostics(current_errors)
     with SearchIndex(store) as index:
@@ -203,7 +203,7 @@ def retrieve_lessons(
                     ts=candidate.ts,
                 )
             )
-    from ralph.feedback import boost_confirmed, feedback_lessons  # people's verdicts first
+    from ralph.memory.feedback import boost_confirmed, feedback_lessons  # people's verdicts first
 
     lessons = boost_confirmed(store, lessons) + feedback_lessons(
         store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
@@ -271,8 +271,8 @@ def mark_obsolete(store: MemoryStore, loop_id: str, iteration: int, *, obsolete:
     """
     from ralph import schemas
     from ralph.errors import StoreError
+    from ralph.memory.store import atomic_write_json, read_json, validate_loop_id
     from ralph.records import SCHEMA_VERSION
-    from ralph.store import atomic_write_json, read_json, validate_loop_id
 
     path = store.record_path(validate_loop_id(loop_id), iteration)
     if not path.exists():

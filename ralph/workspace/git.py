@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ralph.errors import PreflightError, RalphError
+from ralph.memory.store import validate_loop_id
 from ralph.records import Action, ActionType, Changes, TotalChanges
 from ralph.redact import redact
-from ralph.store import validate_loop_id
 
 DIFF_CAP = 4000  # characters of diff kept per action in a record
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ralph.analyze.trace_stats import trace_facts
+from ralph.memory.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 from ralph.records import BEST_FAILING_REWARD
-from ralph.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
-from ralph.trace_stats import trace_facts
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.

@@ -19,7 +19,7 @@ from ralph.errors import RalphError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ralph.store import MemoryStore
+    from ralph.memory.store import MemoryStore
 
 app = typer.Typer(
     name="ralph",
@@ -69,7 +69,7 @@ def console(stderr: bool = False) -> Console:
 
 
 def store_here() -> MemoryStore:
-    from ralph.store import MemoryStore
+    from ralph.memory.store import MemoryStore
 
     return MemoryStore.discover()
 
@@ -87,7 +87,7 @@ def reflections_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations."""
-    from ralph import views
+    from ralph.cli import views
 
     store = store_here()
     store.require()
@@ -104,7 +104,7 @@ def reflections_show(
     as_json: JsonFlag = False,
 ) -> None:
     """Show one iteration record: actions, failing checks, the reflection, insights, lessons."""
-    from ralph import views
+    from ralph.cli import views
 
     store = store_here()
     store.require()
@@ -118,7 +118,7 @@ def trace_command(
     as_json: JsonFlag = False,
 ) -> None:
     """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
-    from ralph.trace_view import show_trace
+    from ralph.cli.trace_view import show_trace
 
     store = store_here()
     store.require()
@@ -133,7 +133,7 @@ def reflections_validate(
     ] = None,
 ) -> None:
     """Validate records (and state files) against the schemas; exit 1 if any is invalid."""
-    from ralph import views
+    from ralph.cli import views
 
     store = store_here()
     if not paths:
@@ -162,7 +162,7 @@ def reflections_search(
     as_json: JsonFlag = False,
 ) -> None:
     """Rank reflections of every loop by relevance to QUERY (BM25 over SQLite FTS5)."""
-    from ralph import views
+    from ralph.cli import views
 
     store = store_here()
     store.require()
@@ -181,7 +181,7 @@ def reflections_obsolete(
     ] = False,
 ) -> None:
     """Mark a reflection obsolete: its lessons are never again injected into a prompt."""
-    from ralph import views
+    from ralph.cli import views
 
     store = store_here()
     store.require()
@@ -200,7 +200,7 @@ def reflections_import(
     as_json: JsonFlag = False,
 ) -> None:
     """Merge records from other machines into this memory; importing twice changes nothing."""
-    from ralph import transfer
+    from ralph.memory import transfer
 
     report = transfer.import_records(store_here(), paths, dry_run=dry_run)
     if as_json:
@@ -230,11 +230,11 @@ def reflections_export(
     """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory;
     with --prov, where every reflection and lesson came from, as W3C PROV."""
     if prov or output is not None:
-        from ralph.provenance import write_prov
+        from ralph.memory.provenance import write_prov
 
         write_prov(store_here(), loops or [], output=output, fmt=fmt)
         return
-    from ralph.transfer import export_records
+    from ralph.memory.transfer import export_records
 
     counts = export_records(store_here(), loops or [], zip_path=zip_file, folder=folder)
     total = sum(n for _, n in counts)
@@ -266,7 +266,7 @@ def init(
     a check that already fails is written as a guard, one that cannot run is left out."""
     from dataclasses import replace
 
-    from ralph import detect
+    from ralph.evaluators import detect
     from ralph.evaluators.judging import Role
 
     store = store_here()
@@ -366,7 +366,8 @@ def _run_flags(**flags: Any) -> dict[str, Any]:
 
 def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool]:
     """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
-    from ralph import config, runner
+    from ralph import config
+    from ralph.loop import assembly as runner
 
     settings = config.load(runner.memory_root(runner.project_root()), flags)
     return as_json or settings.json, quiet or settings.quiet
@@ -440,7 +441,8 @@ def run(
     ] = False,
 ) -> None:
     """Run the Reflexion loop on TASK until the checks pass or a limit is reached."""
-    from ralph import runner, ui
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
 
     flags = _run_flags(
         actor=actor, reflector=reflector, test=test, check=check, max_iterations=max_iterations,
@@ -465,7 +467,8 @@ def resume(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
     """Continue a paused or crashed loop with the memory it had."""
-    from ralph import runner, ui
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
 
     flags = {"max_iterations": max_iterations}
     _finish(runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet)), as_json)
@@ -480,10 +483,11 @@ def status(
     ] = False,
 ) -> None:
     """Show a loop's state, iteration, rewards and usage."""
-    from ralph import runner, ui
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
 
     if markdown:
-        from ralph.summary import loop_markdown
+        from ralph.cli.summary import loop_markdown
 
         store = runner.store_for()
         store.require()
@@ -514,7 +518,7 @@ def status(
 @app.command()
 def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
     """End a loop for good; a running loop is stopped first (it exits with code 4)."""
-    from ralph import runner
+    from ralph.loop import assembly as runner
 
     state, stopped = runner.abort_loop(loop)
     if stopped:
@@ -537,8 +541,9 @@ def check(
     ] = False,
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
-    from ralph import config, runner
+    from ralph import config
     from ralph.evaluators.suite import render_check_report
+    from ralph.loop import assembly as runner
     from ralph.records import to_json
 
     root = runner.project_root()
@@ -564,7 +569,9 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
     """Run the whole loop offline on a small buggy repository (scripted actor by default)."""
-    from ralph import demo, runner, ui
+    from ralph.cli import demo
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
 
     repo = demo.prepare(keep)
     out = console(stderr=as_json)
@@ -598,7 +605,7 @@ def batch_command(
     ] = False,
 ) -> None:
     """Run many tasks on this repository, each a loop in a git worktree of its own."""
-    from ralph import batch
+    from ralph.loop import batch
 
     result = batch.run_batch(tasks_file, jobs=jobs, resume=resume)
     if as_json:
@@ -632,7 +639,8 @@ def bench_command(
     ] = None,
 ) -> None:
     """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""
-    from ralph import bench, bench_report
+    from ralph.bench import report as bench_report
+    from ralph.bench import runner as bench
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
@@ -666,7 +674,7 @@ def feedback(
     as_json: JsonFlag = False,
 ) -> None:
     """A person's verdict on a finished loop, kept as memory that later loops learn from."""
-    from ralph.feedback import describe, give_feedback
+    from ralph.memory.feedback import describe, give_feedback
 
     store = store_here()
     store.require()
@@ -698,12 +706,12 @@ def analyze(
     ] = None,
 ) -> None:
     """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
-    from ralph import analyze as analysis
+    from ralph.analyze import stats as analysis
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
-    from ralph.ui import progress_bar
-    from ralph.views import parse_when
+    from ralph.cli.live import progress_bar
+    from ralph.cli.views import parse_when
 
     since_date = parse_when(since, "--since")
     with progress_bar("reading the records") as progress:

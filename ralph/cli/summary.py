@@ -6,9 +6,9 @@ curve, and what each failed attempt's reflection found (root cause, category, le
 
 from __future__ import annotations
 
+from ralph.cli.live import clip, sparkline
 from ralph.errors import StoreError
-from ralph.store import LoopState, MemoryStore, validate_loop_id
-from ralph.ui import clip, sparkline
+from ralph.memory.store import LoopState, MemoryStore, validate_loop_id
 
 
 def _cell(text: str | None, width: int = 160) -> str:
@@ -33,7 +33,7 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
     if state is not None:
         status, stop = store.effective_status(state), state.stop_reason
     else:
-        from ralph.transfer import status_from_records
+        from ralph.memory.transfer import status_from_records
 
         status, stop = status_from_records([r.evaluator_output.passed for r in records]), None
     best = max(rewards, default=None)

@@ -220,8 +220,9 @@ def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
 
 def show_outcome(root: Path, loop_id: str, console: Any) -> None:
     """The reflections the loop wrote and its learning curve: memory at work."""
-    from ralph import ui, views
-    from ralph.store import MemoryStore
+    from ralph.cli import live as ui
+    from ralph.cli import views
+    from ralph.memory.store import MemoryStore
 
     store = MemoryStore(root)
     records = store.valid_records(loop_id)

@@ -8,14 +8,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.actors.trace import TRACE_FILE, Step, Trajectory, read
 from ralph.errors import StoreError
-from ralph.store import validate_loop_id
-from ralph.trace import TRACE_FILE, Step, Trajectory, read
+from ralph.memory.store import validate_loop_id
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ralph.store import MemoryStore
+    from ralph.memory.store import MemoryStore
 
 
 def trace_path(store: MemoryStore, loop_id: str, iteration: int | None) -> tuple[int, Path]:

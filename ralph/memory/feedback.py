@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ralph.errors import StoreError
 
 if TYPE_CHECKING:
-    from ralph.lessons import Failure, Lesson
-    from ralph.store import MemoryStore
+    from ralph.memory.lessons import Failure, Lesson
+    from ralph.memory.store import MemoryStore
 
 Verdict = Literal["accepted", "rejected", "not_taken"]
 Source = Literal["explicit", "apply", "prune"]
@@ -51,8 +51,8 @@ def record_feedback(
     """Write the verdict (validated, atomically); None when an implicit signal is ignored
     because a person already gave their verdict."""
     from ralph import schemas
+    from ralph.memory.store import atomic_write_json
     from ralph.records import utc_now
-    from ralph.store import atomic_write_json
 
     state = store.read_state(loop_id)  # names an unknown loop
     status = store.effective_status(state)
@@ -87,7 +87,7 @@ def give_feedback(
 ) -> dict[str, Any]:
     """`ralph feedback`: exactly one of --accept and --reject."""
     from ralph.errors import ConfigError
-    from ralph.store import validate_loop_id
+    from ralph.memory.store import validate_loop_id
 
     if accept == reject:
         raise ConfigError(
@@ -110,7 +110,7 @@ def describe(fb: dict[str, Any]) -> str:
 def read_feedback(store: MemoryStore, loop_id: str) -> dict[str, Any] | None:
     """The loop's verdict, or None (no file, or a file that is not valid feedback)."""
     from ralph import schemas
-    from ralph.store import read_json
+    from ralph.memory.store import read_json
 
     path = feedback_path(store, loop_id)
     if not path.is_file():
@@ -133,7 +133,7 @@ def all_feedback(store: MemoryStore) -> list[dict[str, Any]]:
 def failure_rows(store: MemoryStore, loop_id: str) -> list[list[str | None]]:
     """What the loop set out to fix, as (type, file, rule, message): its records' failures and
     its baseline's failure keys (a loop green at once has no failing record)."""
-    from ralph.store import read_json
+    from ralph.memory.store import read_json
 
     rows: list[list[str | None]] = []
     for record in store.valid_records(loop_id):
@@ -168,8 +168,8 @@ def feedback_lessons(
     threshold: float,
 ) -> list[Lesson]:
     """People's verdicts on loops whose failure resembles `current`, as lessons ranked first."""
-    from ralph.lessons import Failure as FailureShape
-    from ralph.lessons import Lesson
+    from ralph.memory.lessons import Failure as FailureShape
+    from ralph.memory.lessons import Lesson
 
     lessons = []
     for fb in all_feedback(store):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import StoreError
-from ralph.store import (
+from ralph.memory.store import (
     AIWG_DIR,
     LOOP_ID_PATTERN,
     RECORD_NAME,
@@ -298,7 +298,7 @@ def _comparable_file(path: Path) -> str:
 
 
 def _running_here(store: MemoryStore, loop_id: str) -> bool:
-    from ralph.store import parse_state
+    from ralph.memory.store import parse_state
 
     path = store.state_path(loop_id)
     if not path.exists():

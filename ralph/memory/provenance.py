@@ -21,9 +21,9 @@ from typing import Any
 
 from ralph import __version__
 from ralph.errors import ConfigError, StoreError
-from ralph.lessons import lesson_texts, parse_lesson_id
+from ralph.memory.lessons import lesson_texts, parse_lesson_id
+from ralph.memory.store import MemoryStore, atomic_write_text, validate_loop_id
 from ralph.records import IterationRecord, to_json
-from ralph.store import MemoryStore, atomic_write_text, validate_loop_id
 
 NAMESPACE = "https://ralph-loop.dev/prov#"  # ralph's own terms and ids
 JSONLD_CONTEXT = "https://openprovenance.org/prov-jsonld/context.jsonld"

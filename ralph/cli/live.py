@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from ralph.evaluators.base import CheckOutcome, Evaluation
-    from ralph.loop import LoopResult
+    from ralph.loop.policy import Decision
+    from ralph.loop.runner import LoopResult
+    from ralph.memory.store import LoopState
     from ralph.records import IterationRecord
-    from ralph.stopping import Decision
-    from ralph.store import LoopState
 
 SPARKS = "▁▂▃▄▅▆▇█"
 

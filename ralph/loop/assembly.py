@@ -15,9 +15,8 @@ from typing import Any
 from ralph import config
 from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
-from ralph.loop import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
-from ralph.redact import redact
-from ralph.store import (
+from ralph.loop.runner import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
+from ralph.memory.store import (
     LoopState,
     MemoryStore,
     atomic_write_text,
@@ -25,11 +24,12 @@ from ralph.store import (
     same_process,
     validate_loop_id,
 )
+from ralph.redact import redact
 
 
 def project_root(start: Path | None = None) -> Path:
     """The git work tree's root if there is one, else the directory ralph was started in."""
-    from ralph.gitops import find_repo_root
+    from ralph.workspace.git import find_repo_root
 
     here = (start or Path.cwd()).resolve()
     return find_repo_root(here) or here
@@ -37,7 +37,7 @@ def project_root(start: Path | None = None) -> Path:
 
 def memory_root(root: Path) -> Path:
     """Where `.aiwg/ralph/` lives: the main working tree, also for a loop in a linked worktree."""
-    from ralph.gitops import main_worktree
+    from ralph.workspace.git import main_worktree
 
     return main_worktree(root) or root
 
@@ -55,7 +55,7 @@ def make_evaluator(settings: Settings) -> Any:
 
 def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]) -> Any:
     """--reflector PROVIDER:MODEL, `heuristic`, or by default the actor's own model."""
-    from ralph.reflection import Reflector
+    from ralph.reflection.reflector import Reflector
 
     spec = settings.reflector
     if spec == "heuristic":
@@ -69,7 +69,7 @@ def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[
 
 def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
     from ralph.actors.registry import make_actor
-    from ralph.gitops import open_workspace
+    from ralph.workspace.git import open_workspace
 
     env = os.environ if environ is None else environ
     actor = make_actor(settings.actor, actor_args=settings.actor_args, environ=env, base_dir=root)
@@ -187,7 +187,7 @@ def _run_in_worktree(
     parts: Parts | None,
 ) -> LoopResult:
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
-    from ralph.gitops import GitWorkspace, add_worktree, name_some, remove_worktree
+    from ralph.workspace.git import GitWorkspace, add_worktree, name_some, remove_worktree
 
     if settings.no_git:
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
@@ -278,7 +278,7 @@ def _resumable(store: MemoryStore) -> str:
 
 def store_for(cwd: Path | None = None) -> MemoryStore:
     """The memory of the project `cwd` is in; from a linked worktree, the main tree's."""
-    from ralph.gitops import main_worktree
+    from ralph.workspace.git import main_worktree
 
     here = (cwd or Path.cwd()).resolve()
     main = main_worktree(here)

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ralph.batch import BatchTask, Entry, load_tasks, slug
 from ralph.errors import ConfigError, PreflightError, StoreError
-from ralph.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
+from ralph.loop.batch import BatchTask, Entry, load_tasks, slug
+from ralph.memory.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -262,9 +262,9 @@ def run_bench(
     """Run (or continue) the bench; (bench id, the summary, interrupted)."""
     import os
 
-    from ralph.batch import Batch, make_view
-    from ralph.gitops import GitWorkspace, find_repo_root
-    from ralph.runner import memory_root
+    from ralph.loop.assembly import memory_root
+    from ralph.loop.batch import Batch, make_view
+    from ralph.workspace.git import GitWorkspace, find_repo_root
 
     if repeats < 1:
         raise ConfigError("--repeats must be at least 1")

@@ -17,7 +17,7 @@ from typing import Any
 from ralph.config import CONFIG_FILE, CheckSpec
 from ralph.errors import ConfigError
 from ralph.evaluators.judging import Role
-from ralph.store import MemoryStore, atomic_write_text
+from ralph.memory.store import MemoryStore, atomic_write_text
 
 HEADER = """\
 # ralph configuration: every key is described in the README, section Configuration.
@@ -106,7 +106,7 @@ def probe_checks(
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
     from ralph.evaluators.suite import CheckSuite, missing_tool
-    from ralph.prompts import check_summary
+    from ralph.loop.prompts import check_summary
 
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.errors import EXIT_ABORTED, BudgetExceeded, PreflightError, RalphError
+from ralph.loop.policy import Attempt, Decision, Spend, StopPolicy
+from ralph.memory.store import LoopState, MemoryStore, atomic_write_text
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -31,17 +33,15 @@ from ralph.records import (
     annotate,
     utc_now,
 )
-from ralph.stopping import Attempt, Decision, Spend, StopPolicy
-from ralph.store import LoopState, MemoryStore, atomic_write_text
 
 if TYPE_CHECKING:
     from ralph.actors.base import Actor, ActorResult
     from ralph.config import Settings
     from ralph.evaluators.base import Evaluation, Evaluator
     from ralph.evaluators.judging import Baseline
-    from ralph.gitops import Workspace
-    from ralph.lessons import Lesson
-    from ralph.reflection import Reflector
+    from ralph.memory.lessons import Lesson
+    from ralph.reflection.reflector import Reflector
+    from ralph.workspace.git import Workspace
 
 EXIT_CODES = {
     "success": 0,
@@ -143,7 +143,7 @@ class LoopRunner:
         return self.parts.workspace.root
 
     def policy(self) -> StopPolicy:
-        from ralph.stopping import refine_applies
+        from ralph.loop.policy import refine_applies
 
         s = self.settings
         judges = {c.name for c in s.all_checks() if c.parser == "judge"}
@@ -285,7 +285,9 @@ class LoopRunner:
             loop_id, allow_dirty=self.settings.allow_dirty
         )
         git_state.setdefault("commits", {})
-        from ralph.gitops import user_changes_note  # issue 15: --allow-dirty keeps your index
+        from ralph.workspace.git import (
+            user_changes_note,  # issue 15: --allow-dirty keeps your index
+        )
 
         if note := user_changes_note(git_state):
             self.reporter.note(note)
@@ -347,8 +349,9 @@ class LoopRunner:
     def _iteration(
         self, state: LoopState, iteration: int, policy: StopPolicy, started: float
     ) -> IterationRecord:
-        from ralph import memory, prompts
         from ralph.actors.base import ActorContext
+        from ralph.loop import prompts
+        from ralph.loop import window as memory
 
         s = self.settings
         last = self.records[-1] if self.records else None
@@ -417,7 +420,7 @@ class LoopRunner:
             files_modified=changes.paths() or None,
             total_changes=changes.total(),
         )
-        from ralph import trace
+        from ralph.actors import trace
 
         checks = [o.spec.command for o in evaluation.outcomes]
         traced, steps = trace.store_attempt(
@@ -485,7 +488,7 @@ class LoopRunner:
             return []  # no other loop to learn from: skip opening the index
         import sqlite3
 
-        from ralph.lessons import retrieve_lessons
+        from ralph.memory.lessons import retrieve_lessons
 
         try:
             return retrieve_lessons(
@@ -509,7 +512,7 @@ class LoopRunner:
         durations: dict[str, int],
         trajectory: str = "",
     ) -> tuple[SelfReflection, Any, list[str], tuple[int | None, int | None, float | None]]:
-        from ralph.reflection import quality_flags, success_reflection
+        from ralph.reflection.reflector import quality_flags, success_reflection
 
         if evaluation.passed:
             reflection = success_reflection(evaluation, actor_output)
@@ -663,7 +666,7 @@ class LoopRunner:
             f"iteration {last.iteration} {why}: restored the code of {where} "
             f"(reward {best_reward:.2f})"
         )
-        from ralph.prompts import reverted_view
+        from ralph.loop.prompts import reverted_view
 
         self._reverted = reverted_view(last.iteration, where, self._last_evaluation)
         kept = self._kept.get(best)
