@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="keep the generated project here")
     args = parser.parse_args()
 
-    from ralph.memory.lessons import retrieve_lessons
+    from ralph.memory.retrieval import retrieve_lessons
     from ralph.memory.search import INDEX_NAME, SearchIndex
     from ralph.memory.store import MemoryStore
     from ralph.records import Diagnostic

@@ -10,18 +10,42 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ralph import schemas
 from ralph.errors import ConfigError
-from ralph.evaluators.judging import Role, validate_role, validate_success
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
 CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell", "judge")
+Role = Literal["target", "guard"]  # how a check is judged: docs/architecture.md, Judging
+ROLES: tuple[Role, ...] = ("target", "guard")
+SUCCESS_MODES = ("baseline", "strict")
 DURATION_KEYS = ("timeout", "iteration_timeout", "idle_timeout", "check_timeout")
 BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet")
+
+
+def validate_role(value: Any, where: str) -> Role | None:
+    if value is None:
+        return None
+    if value not in ROLES:
+        raise ConfigError(
+            f"{where}: role must be target or guard, not {value!r}",
+            hint="target: must end green; guard: must not get worse than before the loop",
+        )
+    role: Role = value
+    return role
+
+
+def validate_success(value: Any, where: str = "success") -> str:
+    if value not in SUCCESS_MODES:
+        raise ConfigError(
+            f"{where}: must be baseline or strict, not {value!r}",
+            hint="baseline: targets green and no guard worse; strict: every check passes",
+        )
+    return str(value)
 
 
 @dataclass
@@ -313,3 +337,14 @@ def from_mapping(data: dict[str, Any]) -> Settings:
         if key in values:
             values[key] = parse_duration(values[key], key)
     return Settings(**values)
+
+
+def model_args(actor_args: Sequence[str]) -> list[str]:
+    """Only the model choice carries over to the read-only chat run, never permission flags."""
+    args = list(actor_args)
+    for i, arg in enumerate(args):
+        if arg in ("--model", "-m") and i + 1 < len(args):
+            return [arg, args[i + 1]]
+        if arg.startswith("--model="):
+            return ["--model", arg.split("=", 1)[1]]
+    return []

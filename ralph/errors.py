@@ -42,3 +42,11 @@ class LoopAborted(KeyboardInterrupt):
 
 
 EXIT_ABORTED = 4
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one short line for a record or a status line: type and first line."""
+    message = exc.message if isinstance(exc, RalphError) else str(exc)
+    first = (message.strip().splitlines() or [""])[0]
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -19,15 +19,8 @@ from typing import Any
 import pytest
 
 from ralph.analyze import cache as index_module
-from ralph.analyze.stats import (
-    Analysis,
-    analysis_json,
-    analyze,
-    normalise_root_cause,
-    render,
-    write_csv,
-    write_html,
-)
+from ralph.analyze.report import render, write_csv, write_html
+from ralph.analyze.stats import Analysis, analysis_json, analyze, normalise_root_cause
 from ralph.errors import RalphError, StoreError
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (

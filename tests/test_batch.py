@@ -249,8 +249,7 @@ def test_the_live_table_shows_every_loop() -> None:
 
 
 def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ralph.cli.batch_view import LiveView, PlainView
-    from ralph.loop.batch import make_view
+    from ralph.cli.batch_view import LiveView, PlainView, make_view
 
     monkeypatch.setenv("CI", "true")
     view = make_view()

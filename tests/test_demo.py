@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from ralph import schemas
-from ralph.loop.prompts import load_template
 from ralph.memory.store import MemoryStore
+from ralph.templates import load_template
 
 from .conftest import RunCli
 

@@ -14,9 +14,9 @@ from ralph.workspace.git import (
     FileChange,
     GitWorkspace,
     SnapshotWorkspace,
-    find_repo_root,
     open_workspace,
 )
+from ralph.workspace.locate import find_repo_root
 
 LOOP = "ralph-fix-tests-0123abcd"
 A_PY = "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ralph import glyphs
 from ralph.config import CheckSpec, Settings, load
 from ralph.errors import ConfigError
 from ralph.evaluators.base import CheckOutcome
@@ -161,7 +162,6 @@ def test_a_nearly_green_strict_suite_scores_at_most_0_99() -> None:
 
 
 def test_an_old_record_never_shows_1_00_unless_it_passed() -> None:
-    from ralph.cli import live as ui
     from ralph.records import ActorOutput, MemoryMetadata, SelfReflection
 
     record = IterationRecord(
@@ -174,7 +174,7 @@ def test_an_old_record_never_shows_1_00_unless_it_passed() -> None:
         MemoryMetadata(3, 0),
     )
     assert f"{record.reward:.2f}" == "0.99"
-    assert ui.sparkline([0.99, 1.0]) == "▇█"
+    assert glyphs.sparkline([0.99, 1.0]) == "▇█"
 
 
 def test_failure_keys_ignore_lines_and_numbers() -> None:

@@ -11,16 +11,8 @@ from typing import Any
 import pytest
 
 from ralph import schemas
-from ralph.memory.lessons import (
-    SIMILARITY_THRESHOLD,
-    Failure,
-    Lesson,
-    deduplicate,
-    fit_lessons,
-    lesson_texts,
-    mark_obsolete,
-    retrieve_lessons,
-)
+from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts, mark_obsolete
+from ralph.memory.retrieval import deduplicate, fit_lessons, retrieve_lessons
 from ralph.memory.search import SearchIndex
 from ralph.memory.store import MemoryStore
 from ralph.records import (

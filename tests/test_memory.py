@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ralph import templates
 from ralph.errors import ConfigError
 from ralph.loop import prompts
 from ralph.loop import window as memory
@@ -222,7 +223,7 @@ def test_prompt_size_stays_bounded_over_fifty_long_reflections() -> None:
             pivot=False,
             unmatched_edits=[],
         )
-        return prompts.render("actor", context)
+        return templates.render("actor", context)
 
     at3, at50 = prompt_at(3), prompt_at(50)
     assert "attempt 49" in at50 and "attempt 2 " in at3

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ralph import templates
 from ralph.config import CheckSpec
 from ralph.errors import ConfigError
 from ralph.evaluators.base import CheckOutcome, Evaluation
@@ -25,6 +26,8 @@ from ralph.records import (
     RalphExtension,
     SelfReflection,
 )
+from ralph.reflection import context as reflection_context
+from ralph.reflection.parsing import reflection_repair_context
 
 
 def check(name: str, errors: list[Diagnostic], *, metrics: Metrics | None = None) -> CheckOutcome:
@@ -100,7 +103,7 @@ def write_override(root: Path, name: str, text: str) -> None:
 
 
 def test_packaged_actor_template_states_the_task_and_who_decides_done() -> None:
-    text = prompts.render("actor", actor_context(), project_root=None)
+    text = templates.render("actor", actor_context(), project_root=None)
     assert "fix the date parser" in text
     assert "The project's checks decide when you are done" in text
     assert "do not claim success, make the checks pass" in text
@@ -109,16 +112,16 @@ def test_packaged_actor_template_states_the_task_and_who_decides_done() -> None:
 
 def test_override_in_project_replaces_the_packaged_template(tmp_path: Path) -> None:
     write_override(tmp_path, "actor", "CUSTOM {{task}} #{{iteration}}")
-    assert prompts.render("actor", actor_context(), project_root=tmp_path) == (
+    assert templates.render("actor", actor_context(), project_root=tmp_path) == (
         "CUSTOM fix the date parser #2"
     )
     # other templates still come from the package
-    assert "JSON" in prompts.render("repair", {"errors": ["x"]}, project_root=tmp_path)
+    assert "JSON" in templates.render("repair", {"errors": ["x"]}, project_root=tmp_path)
 
 
 def test_without_an_override_the_packaged_template_is_used(tmp_path: Path) -> None:
-    with_root = prompts.render("actor", actor_context(), project_root=tmp_path)
-    assert with_root == prompts.render("actor", actor_context(), project_root=None)
+    with_root = templates.render("actor", actor_context(), project_root=tmp_path)
+    assert with_root == templates.render("actor", actor_context(), project_root=None)
 
 
 @pytest.mark.parametrize(
@@ -126,24 +129,24 @@ def test_without_an_override_the_packaged_template_is_used(tmp_path: Path) -> No
 )
 def test_template_names_that_could_escape_are_refused(name: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        prompts.render(name, {}, project_root=tmp_path)
+        templates.render(name, {}, project_root=tmp_path)
     assert "template name" in info.value.message
 
 
 def test_unknown_template_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no prompt template"):
-        prompts.render("nonexistent", {}, project_root=None)
+        templates.render("nonexistent", {}, project_root=None)
 
 
 def test_rendering_is_plain_text_and_missing_keys_are_empty(tmp_path: Path) -> None:
     write_override(tmp_path, "plain", "[{{task}}] [{{missing}}] [{{#nope}}x{{/nope}}]")
-    text = prompts.render("plain", {"task": "a < b && \"c\" > 'd'"}, project_root=tmp_path)
+    text = templates.render("plain", {"task": "a < b && \"c\" > 'd'"}, project_root=tmp_path)
     assert text == "[a < b && \"c\" > 'd'] [] []"
 
 
 def test_mustache_tags_inside_values_are_not_expanded(tmp_path: Path) -> None:
     write_override(tmp_path, "plain", "{{task}}")
-    assert prompts.render("plain", {"task": "use {{x}} here"}, project_root=tmp_path) == (
+    assert templates.render("plain", {"task": "use {{x}} here"}, project_root=tmp_path) == (
         "use {{x}} here"
     )
 
@@ -151,7 +154,7 @@ def test_mustache_tags_inside_values_are_not_expanded(tmp_path: Path) -> None:
 def test_a_broken_override_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     write_override(tmp_path, "actor", "{{#failing}} closed wrongly {{/pivot}}")
     with pytest.raises(ConfigError) as info:
-        prompts.render("actor", actor_context(), project_root=tmp_path)
+        templates.render("actor", actor_context(), project_root=tmp_path)
     assert "actor.mustache" in info.value.message
 
 
@@ -183,7 +186,7 @@ def test_failing_checks_list_top_diagnostics_with_locations_first() -> None:
     }
     assert all(d["location"] for d in failing["diagnostics"])
     assert failing["more"] == "... and 3 more"
-    text = prompts.render("actor", context)
+    text = templates.render("actor", context)
     assert "- tests/t.py:1: assert 1 == 0 [t1]" in text
     assert "ruff" not in text.split("# How to work")[0]
 
@@ -191,7 +194,7 @@ def test_failing_checks_list_top_diagnostics_with_locations_first() -> None:
 def test_no_failing_section_without_an_evaluation() -> None:
     context = actor_context()
     assert context["has_failing"] is False and context["failing"] == []
-    assert "Checks that fail right now" not in prompts.render("actor", context)
+    assert "Checks that fail right now" not in templates.render("actor", context)
 
 
 def test_second_prompt_contains_first_reflection_text_and_insights_verbatim() -> None:
@@ -203,7 +206,7 @@ def test_second_prompt_contains_first_reflection_text_and_insights_verbatim() ->
     lessons = ["Read the failing assertion before choosing a format"]
     first = record(1, text, insights=insights, lessons=lessons, root="guessed the order")
     window = memory.select_window([first], omega=1, policy="recency", token_budget=2000)
-    prompt = prompts.render("actor", actor_context(iteration=2, reflections=window))
+    prompt = templates.render("actor", actor_context(iteration=2, reflections=window))
     assert "Reflections from your earlier attempts (most recent last)" in prompt
     assert text in prompt
     for line in [*insights, *lessons, "guessed the order"]:
@@ -216,20 +219,20 @@ def test_reflections_are_rendered_oldest_first_with_two_decimal_rewards() -> Non
     context = actor_context(reflections=window)
     assert [r["iteration"] for r in context["reflections"]] == [1, 3]
     assert [r["reward"] for r in context["reflections"]] == ["0.33", "0.12"]
-    prompt = prompts.render("actor", context)
+    prompt = templates.render("actor", context)
     assert prompt.index("I first.") < prompt.index("I third.")
 
 
 def test_empty_optional_fields_do_not_render_as_none() -> None:
-    prompt = prompts.render("actor", actor_context(reflections=[record(1, "I only wrote text.")]))
+    prompt = templates.render("actor", actor_context(reflections=[record(1, "I only wrote text.")]))
     assert "I only wrote text." in prompt
     assert "None" not in prompt
     assert "Root cause" not in prompt and "What to do differently" not in prompt
 
 
 def test_pivot_instruction_appears_only_when_pivoting() -> None:
-    calm = prompts.render("actor", actor_context(pivot=False))
-    pivot = prompts.render("actor", actor_context(pivot=True))
+    calm = templates.render("actor", actor_context(pivot=False))
+    pivot = templates.render("actor", actor_context(pivot=True))
     assert "Change your strategy" not in calm and "abandon it" not in calm
     assert "Change your strategy" in pivot
     assert "exactly the same errors" in pivot and "different strategy" in pivot
@@ -242,27 +245,27 @@ def test_lessons_from_other_loops_and_unmatched_edits_are_shown() -> None:
         unmatched_edits=[edit],
     )
     assert context["has_lessons"] is True and context["has_unmatched_edits"] is True
-    prompt = prompts.render("actor", context)
+    prompt = templates.render("actor", context)
     assert "- Run mypy before pytest (from ralph-other-1234abcd#2)" in prompt
     assert edit in prompt
     assert "were NOT applied" in prompt
-    plain = prompts.render("actor", actor_context())
+    plain = templates.render("actor", actor_context())
     assert "NOT applied" not in plain and "earlier loops" not in plain
 
 
 def test_cap_keeps_head_and_tail() -> None:
     text = "A" * 500 + "B" * 500
-    capped = prompts.cap(text, 300)
+    capped = templates.cap(text, 300)
     assert capped.startswith("A" * 200) and capped.endswith("B" * 100)
     assert "700 characters elided" in capped
-    assert prompts.cap("short", 300) == "short"
+    assert templates.cap("short", 300) == "short"
 
 
 def test_reflection_and_repair_templates_render_their_context() -> None:
     diag = Diagnostic("type_error", "Incompatible return value", file="a/b.py", line=3, rule="x")
     ev = evaluation(check("mypy", [diag]))
     earlier = [record(1, "I broke a/b.py earlier.", insights=["Return int from f"])]
-    context = prompts.reflection_prompt_context(
+    context = reflection_context.reflection_prompt_context(
         task="make mypy pass",
         iteration=2,
         actor_output=ActorOutput(actions=[], rationale="I edited f"),
@@ -270,12 +273,12 @@ def test_reflection_and_repair_templates_render_their_context() -> None:
         earlier=earlier,
         diff_summary="--- a/b.py\n+++ b/b.py",
     )
-    text = prompts.render("reflection", context)
+    text = templates.render("reflection", context)
     assert "make mypy pass" in text
     assert "type_error at a/b.py:3 [x]: Incompatible return value" in text
     assert "I broke a/b.py earlier." in text and "Return int from f" in text
     assert "No files were changed." in text
     assert "edge_case_miss" in text and '"reflection_text"' in text
-    repair = prompts.render("repair", prompts.repair_context("{oops", ["$: bad thing"]))
+    repair = templates.render("repair", reflection_repair_context("{oops", ["$: bad thing"]))
     assert "{oops" in repair and "- $: bad thing" in repair
     assert "reflection_text" in repair

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from ralph import schemas
 from ralph.actors.edits import apply_edits, parse_edit_blocks
+from ralph.ids import validate_loop_id
 from ralph.loop.policy import Attempt, Spend, StopPolicy
 from ralph.loop.window import POLICIES, reflection_tokens, select_window
-from ralph.memory.store import MemoryStore, validate_loop_id
+from ralph.memory.store import MemoryStore
 from ralph.records import (
     ERROR_TYPES,
     FAILURE_CATEGORIES,
@@ -35,7 +36,7 @@ from ralph.records import (
     Usage,
     to_json,
 )
-from ralph.reflection.reflector import parse_reflection
+from ralph.reflection.parsing import parse_reflection
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ralph import schemas
+from ralph import answers, schemas
 from ralph.config import CheckSpec
 from ralph.errors import ProviderError
 from ralph.evaluators.base import CheckOutcome, Evaluation
@@ -27,13 +27,11 @@ from ralph.records import (
     SelfReflection,
     to_json,
 )
-from ralph.reflection import reflector as reflection
-from ralph.reflection.reflector import (
-    Reflector,
-    heuristic_reflection,
-    parse_reflection,
-    quality_flags,
-)
+from ralph.reflection import parsing
+from ralph.reflection.heuristic import heuristic_reflection, success_reflection
+from ralph.reflection.parsing import parse_reflection
+from ralph.reflection.quality import quality_flags
+from ralph.reflection.reflector import ReflectionOutcome, Reflector
 
 GOOD = {
     "reflection_text": (
@@ -147,7 +145,7 @@ def earlier_record(iteration: int, fingerprint: str) -> IterationRecord:
     )
 
 
-def reflect(client: Any, **kw: Any) -> reflection.ReflectionOutcome:
+def reflect(client: Any, **kw: Any) -> ReflectionOutcome:
     args: dict[str, Any] = {
         "task": "fix the date parser",
         "iteration": 2,
@@ -161,7 +159,7 @@ def reflect(client: Any, **kw: Any) -> reflection.ReflectionOutcome:
 
 
 def is_valid_self_reflection(r: SelfReflection) -> bool:
-    return reflection.validation_errors(to_json(r)) == []
+    return parsing.validation_errors(to_json(r)) == []
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -187,13 +185,13 @@ def test_json_is_found_in_fenced_and_prose_wrapped_answers(answer: str) -> None:
 
 def test_braces_inside_strings_do_not_confuse_the_parser() -> None:
     data = dict(GOOD, reflection_text="I wrote `{` and `}}` in f'{x}' at a.py:3, which broke it")
-    assert reflection.extract_json_object("prefix " + json.dumps(data) + " suffix") == data
+    assert answers.extract_json_object("prefix " + json.dumps(data) + " suffix") == data
 
 
 def test_no_json_object_is_reported() -> None:
     parsed, problems = parse_reflection("I think it failed because of the parser.")
     assert parsed is None and problems == ["the answer contains no JSON object"]
-    assert reflection.extract_json_object("[1, 2]") is None
+    assert answers.extract_json_object("[1, 2]") is None
 
 
 @pytest.mark.parametrize(
@@ -423,7 +421,7 @@ def test_heuristic_without_changes_or_diagnostics_is_still_valid() -> None:
 
 def test_success_reflection_is_first_person_and_valid() -> None:
     ev = evaluation({"tests": [], "mypy": []}, passed=True)
-    r = reflection.success_reflection(ev, EDITED)
+    r = success_reflection(ev, EDITED)
     assert r.reflection_text.startswith("I made every check pass (tests, mypy")
     assert "dates/parser.py" in r.reflection_text
     assert r.lessons_learned == ["What worked: I switched the format"]

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ralph.errors import PreflightError, StoreError
+from ralph.ids import new_loop_id, validate_loop_id
 from ralph.memory import store as store_module
-from ralph.memory.store import LoopState, MemoryStore, new_loop_id, validate_loop_id
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import IterationRecord
 
 from .conftest import EXAMPLE_LOOP
@@ -84,7 +85,7 @@ def test_state_round_trip_and_crash_detection(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from ralph.memory.store import atomic_write_text
+from ralph.files import atomic_write_text
 target = Path(sys.argv[1])
 big = [("A" * 2_000_000), ("B" * 2_000_000)]
 i = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.memory.lessons import retrieve_lessons
+from ralph.memory.retrieval import retrieve_lessons
 from ralph.memory.store import MemoryStore
 
 from .conftest import EXAMPLE_LOOP, REPO, RunCli

@@ -6,12 +6,13 @@ import time
 
 import pytest
 
+from ralph import glyphs
 from ralph.cli import live as ui
 
 
 def test_sparkline_maps_rewards_to_blocks() -> None:
-    assert ui.sparkline([0.0, 0.5, 1.0]) == "▁▅█"
-    assert ui.sparkline([]) == ""
+    assert glyphs.sparkline([0.0, 0.5, 1.0]) == "▁▅█"
+    assert glyphs.sparkline([]) == ""
 
 
 def test_progress_bar_stays_silent_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,9 +40,9 @@ def test_progress_bar_shows_on_a_terminal_once_work_is_slow(
 
 
 def test_clip_cuts_at_a_word_with_an_ellipsis() -> None:
-    assert ui.clip("short", 10) == "short"
-    assert ui.clip("the first error is a test failure", 20) == "the first error is…"
-    assert ui.clip("x" * 30, 10) == "x" * 9 + "…"
+    assert glyphs.clip("short", 10) == "short"
+    assert glyphs.clip("the first error is a test failure", 20) == "the first error is…"
+    assert glyphs.clip("x" * 30, 10) == "x" * 9 + "…"
 
 
 def test_live_view_shows_the_newest_output_line_of_the_phase() -> None:

@@ -26,6 +26,7 @@ from ralph.actors import trace
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
 from ralph.actors.trace import load_json
+from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
 from ralph.providers.base import ChatResponse, Message
 
@@ -543,17 +544,6 @@ class AgentChatClient:
             tokens_out=parsed.tokens_out,
             cost_usd=parsed.cost_usd,
         )
-
-
-def model_args(actor_args: Sequence[str]) -> list[str]:
-    """Only the model choice carries over to the read-only chat run, never permission flags."""
-    args = list(actor_args)
-    for i, arg in enumerate(args):
-        if arg in ("--model", "-m") and i + 1 < len(args):
-            return [arg, args[i + 1]]
-        if arg.startswith("--model="):
-            return ["--model", arg.split("=", 1)[1]]
-    return []
 
 
 def render_messages(messages: list[Message], *, json_mode: bool) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from ralph import process
 from ralph.actors.base import ActorContext, ActorResult
 from ralph.errors import ConfigError, PreflightError
-from ralph.memory.store import atomic_write_text
+from ralph.files import atomic_write_text
 from ralph.process import ProcessResult
 from ralph.providers.base import ChatClient
 

@@ -11,13 +11,12 @@ block matched, so a half-applied file never reaches the evaluator.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from ralph.files import write_atomically
 
 SEARCH_MARK = re.compile(r"^\s*<{5,9} ?SEARCH\b.*$")
 DIVIDER_MARK = re.compile(r"^\s*={5,9}\s*$")
@@ -349,19 +348,6 @@ def _indent(line: str) -> str:
 
 
 def write_atomic(path: Path, content: str) -> None:
-    """Temp file in the same directory, fsync, rename: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A project file rewritten in place keeps its permissions (an executable stays one)."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, content, mode=mode)

@@ -532,7 +532,7 @@ def from_result(acted: ActorResult, source: str) -> Trajectory:
 # storage ------------------------------------------------------------------------------------
 def write(artifacts: Path, trajectory: Trajectory) -> Path:
     """`NNN/trace.jsonl`: a meta line, then one step a line."""
-    from ralph.memory.store import atomic_write_text
+    from ralph.files import atomic_write_text
 
     lines = [json.dumps({"meta": trajectory.meta()}, ensure_ascii=False)]
     lines += [

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ralph.cli.live import sparkline
 from ralph.errors import RalphError
-from ralph.memory.store import atomic_write_text
+from ralph.files import atomic_write_text
+from ralph.glyphs import sparkline
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -73,16 +73,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from ralph.analyze.cache import FactsReader, IterationFacts, LoopFiles, StateFacts
 from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
-from ralph.memory.store import STATUSES, MemoryStore, validate_loop_id
+from ralph.ids import validate_loop_id
+from ralph.memory.store import STATUSES, MemoryStore
 from ralph.memory.transfer import status_from_records
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 BREAKTHROUGH = 0.3
 RECURRING = 3
@@ -578,24 +579,3 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
         "loops": [loop_json(loop) for loop in a.loops],
         "invalid_files": [{"path": f.path, "reason": f.reason} for f in a.invalid_files],
     }
-
-
-def write_csv(a: Analysis, out: TextIO) -> None:
-    """One row per iteration (the baseline as iteration 0), for spreadsheets and pandas."""
-    from ralph.analyze.report import write_csv as _write_csv
-
-    _write_csv(a, out)
-
-
-def write_html(a: Analysis, path: Path) -> None:
-    """A self-contained report: matplotlib charts inline as SVG beside the tables."""
-    from ralph.analyze.report import write_html as _write_html
-
-    _write_html(a, path)
-
-
-def render(a: Analysis, console: Console) -> None:
-    """Rich tables, sparklines and terminal charts; a plotted curve for a single loop."""
-    from ralph.analyze.report import render as _render
-
-    _render(a, console)

@@ -122,7 +122,7 @@ def chart(summary: dict[str, Any], width: int = 560, height: int = 300) -> str:
 
 
 def write_html(summary: dict[str, Any], path: Path) -> None:
-    from ralph.memory.store import atomic_write_text
+    from ralph.files import atomic_write_text
 
     head, body = rows(summary)
     table = "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ralph.errors import ConfigError, PreflightError, StoreError
-from ralph.loop.batch import BatchTask, Entry, load_tasks, slug
-from ralph.memory.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
+from ralph.files import atomic_write_json, read_json
+from ralph.ids import new_loop_id
+from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
+from ralph.memory.store import MemoryStore, parse_state
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -257,14 +259,15 @@ def run_bench(
     repeats: int,
     jobs: int | None,
     resume: bool,
+    view: BatchView,
     cwd: Path | None = None,
 ) -> tuple[str, dict[str, Any], bool]:
     """Run (or continue) the bench; (bench id, the summary, interrupted)."""
     import os
 
-    from ralph.loop.assembly import memory_root
-    from ralph.loop.batch import Batch, make_view
-    from ralph.workspace.git import GitWorkspace, find_repo_root
+    from ralph.loop.batch import Batch
+    from ralph.workspace.git import GitWorkspace
+    from ralph.workspace.locate import find_repo_root
 
     if repeats < 1:
         raise ConfigError("--repeats must be at least 1")
@@ -278,7 +281,7 @@ def run_bench(
             "ralph bench needs a git repository: each run works in a git worktree of its own",
             hint="run it inside the repository the tasks are about",
         )
-    root = memory_root(top)
+    root = MemoryStore.discover(top).root
     store = MemoryStore(root)
     commit = GitWorkspace(root).current_commit() or ""
     ident = bench_id(tasks_path, arms, repeats)
@@ -287,7 +290,7 @@ def run_bench(
         resume=resume,
     )  # fmt: skip
     batch_entries: list[Entry] = list(entries)
-    interrupted = Batch(root, store, batch_entries, make_view()).run(jobs or os.cpu_count() or 1)
+    interrupted = Batch(root, store, batch_entries, view).run(jobs or os.cpu_count() or 1)
     results = [ArmResult(name, flags) for name, flags in arms.items()]
     by_name = {a.name: a for a in results}
     for entry in entries:

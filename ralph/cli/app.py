@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ralph import __version__
+from ralph import __version__, glyphs
+from ralph.cli.output import console, print_json
 from ralph.errors import RalphError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ralph.memory.store import MemoryStore
 
 app = typer.Typer(
@@ -60,24 +59,11 @@ def _root(
         os.environ["RALPH_DEBUG"] = "1"
 
 
-def console(stderr: bool = False) -> Console:
-    """Rich on a terminal; plain lines without a TTY or with CI=true."""
-    from rich.console import Console
-
-    plain = os.environ.get("CI", "").lower() == "true" or os.environ.get("NO_COLOR") is not None
-    return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain)
-
-
-def store_here() -> MemoryStore:
+def memory(start: Path | None = None) -> MemoryStore:
+    """The project's memory (`MemoryStore.discover`), imported late so `--help` stays fast."""
     from ralph.memory.store import MemoryStore
 
-    return MemoryStore.discover()
-
-
-def print_json(data: Any) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    return MemoryStore.discover(start)
 
 
 # reflections -------------------------------------------------------------------------------
@@ -89,7 +75,7 @@ def reflections_list(
     """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations."""
     from ralph.cli import views
 
-    store = store_here()
+    store = memory()
     store.require()
     if loop:
         views.list_iterations(store, loop, console(), as_json=as_json)
@@ -106,7 +92,7 @@ def reflections_show(
     """Show one iteration record: actions, failing checks, the reflection, insights, lessons."""
     from ralph.cli import views
 
-    store = store_here()
+    store = memory()
     store.require()
     views.show_record(store, loop, iteration, console(), as_json=as_json)
 
@@ -120,7 +106,7 @@ def trace_command(
     """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
     from ralph.cli.trace_view import show_trace
 
-    store = store_here()
+    store = memory()
     store.require()
     show_trace(store, loop, iteration, console(), as_json=as_json)
 
@@ -135,7 +121,7 @@ def reflections_validate(
     """Validate records (and state files) against the schemas; exit 1 if any is invalid."""
     from ralph.cli import views
 
-    store = store_here()
+    store = memory()
     if not paths:
         store.require()
         paths = views.memory_paths(store)
@@ -164,7 +150,7 @@ def reflections_search(
     """Rank reflections of every loop by relevance to QUERY (BM25 over SQLite FTS5)."""
     from ralph.cli import views
 
-    store = store_here()
+    store = memory()
     store.require()
     views.search_reflections(
         store, query, console(), as_json=as_json, category=category,
@@ -183,7 +169,7 @@ def reflections_obsolete(
     """Mark a reflection obsolete: its lessons are never again injected into a prompt."""
     from ralph.cli import views
 
-    store = store_here()
+    store = memory()
     store.require()
     views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
 
@@ -202,7 +188,7 @@ def reflections_import(
     """Merge records from other machines into this memory; importing twice changes nothing."""
     from ralph.memory import transfer
 
-    report = transfer.import_records(store_here(), paths, dry_run=dry_run)
+    report = transfer.import_records(memory(), paths, dry_run=dry_run)
     if as_json:
         print_json(report.to_json())
     else:
@@ -232,11 +218,11 @@ def reflections_export(
     if prov or output is not None:
         from ralph.memory.provenance import write_prov
 
-        write_prov(store_here(), loops or [], output=output, fmt=fmt)
+        write_prov(memory(), loops or [], output=output, fmt=fmt)
         return
     from ralph.memory.transfer import export_records
 
-    counts = export_records(store_here(), loops or [], zip_path=zip_file, folder=folder)
+    counts = export_records(memory(), loops or [], zip_path=zip_file, folder=folder)
     total = sum(n for _, n in counts)
     where = zip_file if zip_file is not None else folder
     loops_word = "loop" if len(counts) == 1 else "loops"
@@ -266,10 +252,10 @@ def init(
     a check that already fails is written as a guard, one that cannot run is left out."""
     from dataclasses import replace
 
+    from ralph.config import Role
     from ralph.evaluators import detect
-    from ralph.evaluators.judging import Role
 
-    store = store_here()
+    store = memory()
     path = detect.config_path(store, force=force)
     checks = detect.detect_checks(store.root)
     out = console()
@@ -369,7 +355,7 @@ def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[boo
     from ralph import config
     from ralph.loop import assembly as runner
 
-    settings = config.load(runner.memory_root(runner.project_root()), flags)
+    settings = config.load(memory(runner.project_root()).root, flags)
     return as_json or settings.json, quiet or settings.quiet
 
 
@@ -483,13 +469,12 @@ def status(
     ] = False,
 ) -> None:
     """Show a loop's state, iteration, rewards and usage."""
-    from ralph.cli import live as ui
     from ralph.loop import assembly as runner
 
     if markdown:
         from ralph.cli.summary import loop_markdown
 
-        store = runner.store_for()
+        store = memory()
         store.require()
         sys.stdout.write(loop_markdown(store, loop or store.latest_loop()))
         return
@@ -503,7 +488,7 @@ def status(
     out.print(f"{info['loop_id']}  {info['status']}", markup=False)
     out.print(f"  task        {info['task']}", markup=False)
     out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
-    out.print(f"  rewards     {ui.sparkline(info['reward_history'])} {info['reward_history']}")
+    out.print(f"  rewards     {glyphs.sparkline(info['reward_history'])} {info['reward_history']}")
     out.print(
         f"  usage       {info['usage'].get('tokens_in', 0)} in / "
         f"{info['usage'].get('tokens_out', 0)} out tokens, "
@@ -547,7 +532,7 @@ def check(
     from ralph.records import to_json
 
     root = runner.project_root()
-    settings = config.load(runner.memory_root(root), _run_flags(test=test, check=check))
+    settings = config.load(memory(root).root, _run_flags(test=test, check=check))
     suite = runner.make_evaluator(settings)
     suite.preflight()
     evaluation = suite.evaluate(root)
@@ -605,9 +590,10 @@ def batch_command(
     ] = False,
 ) -> None:
     """Run many tasks on this repository, each a loop in a git worktree of its own."""
+    from ralph.cli.batch_view import make_view
     from ralph.loop import batch
 
-    result = batch.run_batch(tasks_file, jobs=jobs, resume=resume)
+    result = batch.run_batch(tasks_file, jobs=jobs, resume=resume, view=make_view())
     if as_json:
         print_json(result.to_json())
     raise typer.Exit(result.exit_code)
@@ -641,11 +627,17 @@ def bench_command(
     """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""
     from ralph.bench import report as bench_report
     from ralph.bench import runner as bench
+    from ralph.cli.batch_view import make_view
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
     _, summary, interrupted = bench.run_bench(
-        tasks_file, arm_specs=arm or [], repeats=repeats, jobs=jobs, resume=resume
+        tasks_file,
+        arm_specs=arm or [],
+        repeats=repeats,
+        jobs=jobs,
+        resume=resume,
+        view=make_view(),
     )
     if html is not None:
         bench_report.write_html(summary, html)
@@ -676,7 +668,7 @@ def feedback(
     """A person's verdict on a finished loop, kept as memory that later loops learn from."""
     from ralph.memory.feedback import describe, give_feedback
 
-    store = store_here()
+    store = memory()
     store.require()
     data = give_feedback(store, loop, accept=accept, reject=reject, note=note)
     if as_json:
@@ -706,6 +698,7 @@ def analyze(
     ] = None,
 ) -> None:
     """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
+    from ralph.analyze import report as analysis_report
     from ralph.analyze import stats as analysis
 
     if as_json and as_csv:
@@ -716,17 +709,22 @@ def analyze(
     since_date = parse_when(since, "--since")
     with progress_bar("reading the records") as progress:
         result = analysis.analyze(
-            store_here(), loops, since=since_date, status=status, task=task, progress=progress
+            memory(),
+            loops,
+            since=since_date,
+            status=status,
+            task=task,
+            progress=progress,
         )
     if html is not None:
-        analysis.write_html(result, html)
+        analysis_report.write_html(result, html)
         console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)
     if as_json:
         print_json(analysis.analysis_json(result))
     elif as_csv:
-        analysis.write_csv(result, sys.stdout)
+        analysis_report.write_csv(result, sys.stdout)
     elif html is None:
-        analysis.render(result, console())
+        analysis_report.render(result, console())
 
 
 def fail(error: RalphError) -> NoReturn:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter, clip, sparkline
+from ralph.cli.live import PlainReporter
+from ralph.glyphs import clip, sparkline
+from ralph.loop.batch import BatchView
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -100,3 +102,12 @@ def _styled(status: str) -> Any:
     from rich.text import Text
 
     return Text(status, style=STYLES.get(status, "yellow"))
+
+
+def make_view() -> BatchView:
+    """Plain lines in CI or a pipe, the live table on a terminal."""
+    from ralph.cli import live as ui
+
+    if ui.is_ci():
+        return PlainView()
+    return LiveView()

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ralph import glyphs
 from ralph.errors import PreflightError
 
 TASK = "make the date parser accept every format its tests use, with clean mypy and ruff"
@@ -220,7 +221,6 @@ def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
 
 def show_outcome(root: Path, loop_id: str, console: Any) -> None:
     """The reflections the loop wrote and its learning curve: memory at work."""
-    from ralph.cli import live as ui
     from ralph.cli import views
     from ralph.memory.store import MemoryStore
 
@@ -233,7 +233,7 @@ def show_outcome(root: Path, loop_id: str, console: Any) -> None:
     rewards = [float((state.baseline or {}).get("reward", 0.0)), *state.reward_history]
     console.rule("learning curve")
     console.print(
-        f"reward  {ui.sparkline(rewards)}  "
+        f"reward  {glyphs.sparkline(rewards)}  "
         + " -> ".join(f"{r:.2f}" for r in rewards)
         + "   (baseline first)"
     )

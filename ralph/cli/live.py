@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.glyphs import clip, sparkline
 from ralph.redact import redact
 
 if TYPE_CHECKING:
@@ -27,27 +28,6 @@ if TYPE_CHECKING:
     from ralph.loop.runner import LoopResult
     from ralph.memory.store import LoopState
     from ralph.records import IterationRecord
-
-SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: list[float]) -> str:
-    """Rewards in [0, 1] as block characters, one per iteration (the one sparkline of ralph:
-    status, the live view and analyze agree). The full block is kept for 1.0, success: a
-    failing 0.99 never looks done."""
-    top = len(SPARKS) - 1
-    return "".join(
-        SPARKS[top if v >= 1.0 else min(int(max(0.0, v) * top + 0.5), top - 1)] for v in values
-    )
-
-
-def clip(text: str, width: int) -> str:
-    """At most `width` characters, cut at a word where one is near, with an ellipsis."""
-    if len(text) <= width:
-        return text
-    cut = text[: width - 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
 
 
 def check_word(outcome: CheckOutcome) -> str:

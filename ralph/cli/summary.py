@@ -6,9 +6,10 @@ curve, and what each failed attempt's reflection found (root cause, category, le
 
 from __future__ import annotations
 
-from ralph.cli.live import clip, sparkline
 from ralph.errors import StoreError
-from ralph.memory.store import LoopState, MemoryStore, validate_loop_id
+from ralph.glyphs import clip, sparkline
+from ralph.ids import validate_loop_id
+from ralph.memory.store import LoopState, MemoryStore
 
 
 def _cell(text: str | None, width: int = 160) -> str:

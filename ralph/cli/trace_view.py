@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ralph.actors.trace import TRACE_FILE, Step, Trajectory, read
 from ralph.errors import StoreError
-from ralph.memory.store import validate_loop_id
+from ralph.ids import validate_loop_id
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import ConfigError, StoreError
-from ralph.memory.store import RECORD_NAME, MemoryStore, read_json, validate_loop_id
+from ralph.files import read_json
+from ralph.ids import validate_loop_id
+from ralph.memory.store import RECORD_NAME, MemoryStore
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(data: Any) -> None:
-    from ralph.cli.app import print_json
+    from ralph.cli.output import print_json
 
     print_json(data)
 

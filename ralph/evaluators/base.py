@@ -76,6 +76,14 @@ class Evaluation:
     def error_count(self) -> int:
         return len(self.output.errors or [])
 
+    def failing(self) -> list[CheckOutcome]:
+        """Checks that hold the attempt back: failing targets and guards that got worse."""
+        return [
+            o
+            for o in self.outcomes
+            if o.result.status != "skip" and not (o.verdict.ok if o.verdict else o.passed)
+        ]
+
     def relevant_errors(self) -> list[Diagnostic]:
         """What the agent has to work on: target failures, then regressions; never the
         failures a guard already had before the loop."""

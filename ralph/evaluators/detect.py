@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ralph.config import CONFIG_FILE, CheckSpec
+from ralph.config import CONFIG_FILE, CheckSpec, Role
 from ralph.errors import ConfigError
-from ralph.evaluators.judging import Role
-from ralph.memory.store import MemoryStore, atomic_write_text
+from ralph.files import atomic_write_text
+from ralph.memory.store import MemoryStore
 
 HEADER = """\
 # ralph configuration: every key is described in the README, section Configuration.
@@ -105,8 +105,8 @@ def probe_checks(
     root: Path, checks: list[CheckSpec], *, on_output: Callable[[str, str], None] | None = None
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
+    from ralph.evaluators.describe import check_summary
     from ralph.evaluators.suite import CheckSuite, missing_tool
-    from ralph.loop.prompts import check_summary
 
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}

@@ -112,7 +112,7 @@ class JudgeCheck:
             client = self._client()
             answer, problems = self._ask(client, diff, cwd)
         except Exception as exc:  # a provider failure is this check's error, never a pass
-            from ralph.reflection.reflector import one_line
+            from ralph.errors import one_line
 
             return self._outcome("error", started, [_diagnostic(f"judge: {one_line(exc)}")])
         if answer is None:
@@ -173,9 +173,10 @@ class JudgeCheck:
         self, client: ChatClient, diff: str, cwd: Path
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
-        from ralph.loop.prompts import render, repair_context
+        from ralph.answers import repair_context
         from ralph.providers.base import Message
         from ralph.redact import redact
+        from ralph.templates import render
 
         dimensions = list(self.spec.dimensions or DEFAULT_DIMENSIONS)
         context = {
@@ -262,7 +263,7 @@ def _validator() -> Any:
 
 def parse_verdict(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The judge's answer, coerced (scores as "8/10", issues as strings) and validated."""
-    from ralph.reflection.reflector import extract_json_object
+    from ralph.answers import extract_json_object
 
     data = extract_json_object(text or "")
     if data is None:

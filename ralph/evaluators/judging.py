@@ -22,18 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ralph.errors import ConfigError
 from ralph.records import BEST_FAILING_REWARD
 
 if TYPE_CHECKING:
-    from ralph.config import CheckSpec
+    from ralph.config import CheckSpec, Role
     from ralph.evaluators.base import CheckOutcome
     from ralph.records import Diagnostic
 
-Role = Literal["target", "guard"]
 Kind = Literal["tests", "diagnostics", "command"]
-ROLES: tuple[Role, ...] = ("target", "guard")
-SUCCESS_MODES = ("baseline", "strict")
 GUARD_PENALTY = 0.5  # the reward is multiplied by this for every guard that regressed
 
 
@@ -44,27 +40,6 @@ def check_kind(spec: CheckSpec) -> Kind:
     if spec.parser in ("mypy", "ruff"):
         return "diagnostics"
     return "command"
-
-
-def validate_role(value: Any, where: str) -> Role | None:
-    if value is None:
-        return None
-    if value not in ROLES:
-        raise ConfigError(
-            f"{where}: role must be target or guard, not {value!r}",
-            hint="target: must end green; guard: must not get worse than before the loop",
-        )
-    role: Role = value
-    return role
-
-
-def validate_success(value: Any, where: str = "success") -> str:
-    if value not in SUCCESS_MODES:
-        raise ConfigError(
-            f"{where}: must be baseline or strict, not {value!r}",
-            hint="baseline: targets green and no guard worse; strict: every check passes",
-        )
-    return str(value)
 
 
 def failure_key(d: Diagnostic) -> str:
@@ -164,6 +139,14 @@ class Baseline:
             error_count=int(data.get("error_count", 0)),
             fingerprint=str(data.get("error_fingerprint", "")),
         )
+
+    @classmethod
+    def stored(cls, data: dict[str, Any] | None, summary: dict[str, Any] | None) -> Baseline | None:
+        """The loop's baseline from its file; a loop from before roles existed is judged
+        strictly from the state's summary."""
+        if data is not None:
+            return cls.from_json(data)
+        return cls.legacy(summary) if summary else None
 
     @classmethod
     def legacy(cls, summary: Mapping[str, Any]) -> Baseline:

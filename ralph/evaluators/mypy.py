@@ -208,7 +208,7 @@ def _remember_version(identity: str, version: tuple[int, ...]) -> None:
 def _write_cache(entries: dict[str, list[int]]) -> None:
     """Best effort: a cache that cannot be written only means asking mypy next time."""
     from ralph.errors import StoreError
-    from ralph.memory.store import atomic_write_text
+    from ralph.files import atomic_write_text
 
     with contextlib.suppress(StoreError):
         atomic_write_text(cache_path(), json.dumps(entries, indent=1) + "\n", durable=False)

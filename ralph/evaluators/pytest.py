@@ -28,7 +28,8 @@ from ralph.evaluators.shell import (
     timed_out,
     tool_pattern,
 )
-from ralph.memory.store import MemoryStore, private_tmp, scratch_prefix
+from ralph.files import private_tmp, scratch_prefix
+from ralph.memory.store import MemoryStore
 from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact

@@ -15,31 +15,19 @@ from typing import Any
 from ralph import config
 from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
+from ralph.files import atomic_write_text
+from ralph.ids import new_loop_id, validate_loop_id
 from ralph.loop.runner import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
-from ralph.memory.store import (
-    LoopState,
-    MemoryStore,
-    atomic_write_text,
-    new_loop_id,
-    same_process,
-    validate_loop_id,
-)
+from ralph.memory.store import LoopState, MemoryStore, same_process
 from ralph.redact import redact
 
 
 def project_root(start: Path | None = None) -> Path:
     """The git work tree's root if there is one, else the directory ralph was started in."""
-    from ralph.workspace.git import find_repo_root
+    from ralph.workspace.locate import find_repo_root
 
     here = (start or Path.cwd()).resolve()
     return find_repo_root(here) or here
-
-
-def memory_root(root: Path) -> Path:
-    """Where `.aiwg/ralph/` lives: the main working tree, also for a loop in a linked worktree."""
-    from ralph.workspace.git import main_worktree
-
-    return main_worktree(root) or root
 
 
 def make_evaluator(settings: Settings) -> Any:
@@ -165,7 +153,7 @@ def run_task(
     # prompts and the terminal like any other secret (README: Guarantees)
     task = redact(task)
     root = project_root(cwd)
-    home = memory_root(root)
+    home = MemoryStore.discover(root).root
     settings = config.load(home, flags)
     loop_id = validate_loop_id(loop_id) if loop_id else new_loop_id(task)
     store = MemoryStore(home)
@@ -231,7 +219,7 @@ def resume_task(
     cwd: Path | None = None,
     parts: Parts | None = None,
 ) -> LoopResult:
-    home = memory_root(project_root(cwd))
+    home = MemoryStore.discover(project_root(cwd)).root
     store = MemoryStore(home)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else _resumable(store))
@@ -276,15 +264,6 @@ def _resumable(store: MemoryStore) -> str:
     return candidates[-1].loop_id
 
 
-def store_for(cwd: Path | None = None) -> MemoryStore:
-    """The memory of the project `cwd` is in; from a linked worktree, the main tree's."""
-    from ralph.workspace.git import main_worktree
-
-    here = (cwd or Path.cwd()).resolve()
-    main = main_worktree(here)
-    return MemoryStore(main) if main is not None else MemoryStore.discover(here)
-
-
 ABORT_WAIT = 60.0  # seconds `ralph abort` waits for a running loop to save itself and stop
 
 
@@ -296,7 +275,7 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
     process (same pid namespace and start time), so a reused pid is never signalled. The loop
     then kills its attempt, saves itself as aborted and exits with code 4.
     """
-    store = store_for(cwd)
+    store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id))
     if state.status in ("completed", "aborted"):
@@ -330,7 +309,7 @@ def _wait_until_stopped(store: MemoryStore, loop_id: str) -> bool:
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
-    store = store_for(cwd)
+    store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
     return {

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
-from ralph.memory.store import MemoryStore, atomic_write_json, new_loop_id, parse_state, read_json
+from ralph.files import atomic_write_json, read_json
+from ralph.ids import new_loop_id
+from ralph.memory.store import MemoryStore, parse_state
 
 TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations")
 DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations")
@@ -399,11 +401,15 @@ def _signals_held() -> Iterator[None]:
 
 
 def run_batch(
-    tasks_path: Path, *, jobs: int | None, resume: bool, cwd: Path | None = None
+    tasks_path: Path,
+    *,
+    jobs: int | None,
+    resume: bool,
+    view: BatchView,
+    cwd: Path | None = None,
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
-    from ralph.loop.assembly import memory_root
-    from ralph.workspace.git import find_repo_root
+    from ralph.workspace.locate import find_repo_root
 
     tasks = load_tasks(tasks_path)
     here = (cwd or Path.cwd()).resolve()
@@ -413,10 +419,9 @@ def run_batch(
             "ralph batch needs a git repository: each loop works in a git worktree of its own",
             hint="run it inside the repository the tasks are about",
         )
-    root = memory_root(top)
+    root = MemoryStore.discover(top).root
     store = MemoryStore(root)
     entries = plan(store, tasks, tasks_path, resume)
-    view = make_view()
     _note_dirty(root, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
     if interrupted:
@@ -439,12 +444,3 @@ def _note_dirty(root: Path, view: BatchView) -> None:
                 "uncommitted changes are not in the loops' worktrees, which start at HEAD: "
                 + name_some(dirty, 5),
             )
-
-
-def make_view() -> BatchView:
-    from ralph.cli import batch_view
-    from ralph.cli import live as ui
-
-    if ui.is_ci():
-        return batch_view.PlainView()
-    return batch_view.LiveView()

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.errors import EXIT_ABORTED, BudgetExceeded, PreflightError, RalphError
+from ralph.evaluators.judging import Baseline
+from ralph.files import atomic_write_text
 from ralph.loop.policy import Attempt, Decision, Spend, StopPolicy
-from ralph.memory.store import LoopState, MemoryStore, atomic_write_text
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -33,12 +35,12 @@ from ralph.records import (
     annotate,
     utc_now,
 )
+from ralph.templates import render
 
 if TYPE_CHECKING:
     from ralph.actors.base import Actor, ActorResult
     from ralph.config import Settings
     from ralph.evaluators.base import Evaluation, Evaluator
-    from ralph.evaluators.judging import Baseline
     from ralph.memory.lessons import Lesson
     from ralph.reflection.reflector import Reflector
     from ralph.workspace.git import Workspace
@@ -183,7 +185,7 @@ class LoopRunner:
                 raise RalphError("the evaluator judged the baseline without keeping it")
             self.baseline = evaluation.baseline
             state.baseline = self.baseline.summary()
-            self.store.write_baseline(loop_id, self.baseline)
+            self.store.write_baseline(loop_id, self.baseline.to_json())
             self._last_evaluation = evaluation  # the first prompt names what fails, file:line
             self._kept = {0: evaluation}
             self.reporter.evaluated(0, evaluation)
@@ -223,7 +225,7 @@ class LoopRunner:
                 for note in recover(state.git, state.loop_id, state.iteration):
                     self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
-            self.baseline = self.store.read_baseline(state.loop_id, state.baseline)
+            self.baseline = Baseline.stored(self.store.read_baseline(state.loop_id), state.baseline)
             self._bind_judges(state.task, (state.git or {}).get("base_commit"))
             self.reporter.phase(0, "baseline")
             self._last_evaluation = self.parts.evaluator.evaluate(
@@ -382,7 +384,7 @@ class LoopRunner:
             unmatched_edits=self._unmatched,
             reverted=reverted,
         )
-        prompt = prompts.render("actor", context, project_root=self.store.root)
+        prompt = render("actor", context, project_root=self.store.root)
         artifacts = self.store.artifacts_dir(state.loop_id, iteration)
         atomic_write_text(artifacts / "prompt.md", prompt, durable=False)
 
@@ -488,7 +490,7 @@ class LoopRunner:
             return []  # no other loop to learn from: skip opening the index
         import sqlite3
 
-        from ralph.memory.lessons import retrieve_lessons
+        from ralph.memory.retrieval import retrieve_lessons
 
         try:
             return retrieve_lessons(
@@ -512,7 +514,8 @@ class LoopRunner:
         durations: dict[str, int],
         trajectory: str = "",
     ) -> tuple[SelfReflection, Any, list[str], tuple[int | None, int | None, float | None]]:
-        from ralph.reflection.reflector import quality_flags, success_reflection
+        from ralph.reflection.heuristic import success_reflection
+        from ralph.reflection.quality import quality_flags
 
         if evaluation.passed:
             reflection = success_reflection(evaluation, actor_output)

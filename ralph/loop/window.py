@@ -21,12 +21,12 @@ however long a loop runs. Definitions used here (DESIGN.md section 8):
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ralph.errors import ConfigError
 from ralph.records import CreditAssignment, Diagnostic, IterationRecord
+from ralph.templates import TRUNCATION_MARKER, estimate_tokens
 
 OMEGA_BY_VERIFICATION: dict[str, int] = {
     "unit_tests": 1,
@@ -40,7 +40,6 @@ DEFAULT_OMEGA = 3
 OMEGA_MIN, OMEGA_MAX = 0, 10  # 0: no reflections at all (`ralph bench`'s no-memory arm)
 POLICIES = ("fifo", "recency", "relevance_weighted")
 MIN_TRUNCATED_TOKENS = 16  # below this a truncated reflection says nothing useful
-TRUNCATION_MARKER = " [...]"
 
 
 def omega_for(verification_type: str, override: int | None) -> int:
@@ -53,11 +52,6 @@ def omega_for(verification_type: str, override: int | None) -> int:
             )
         return override
     return OMEGA_BY_VERIFICATION.get(verification_type, DEFAULT_OMEGA)
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count (4 characters a token): good enough to bound a prompt's size."""
-    return math.ceil(len(text) / 4)
 
 
 def rendered_fields(record: IterationRecord) -> list[str]:

@@ -51,7 +51,7 @@ def record_feedback(
     """Write the verdict (validated, atomically); None when an implicit signal is ignored
     because a person already gave their verdict."""
     from ralph import schemas
-    from ralph.memory.store import atomic_write_json
+    from ralph.files import atomic_write_json
     from ralph.records import utc_now
 
     state = store.read_state(loop_id)  # names an unknown loop
@@ -87,7 +87,7 @@ def give_feedback(
 ) -> dict[str, Any]:
     """`ralph feedback`: exactly one of --accept and --reject."""
     from ralph.errors import ConfigError
-    from ralph.memory.store import validate_loop_id
+    from ralph.ids import validate_loop_id
 
     if accept == reject:
         raise ConfigError(
@@ -110,7 +110,7 @@ def describe(fb: dict[str, Any]) -> str:
 def read_feedback(store: MemoryStore, loop_id: str) -> dict[str, Any] | None:
     """The loop's verdict, or None (no file, or a file that is not valid feedback)."""
     from ralph import schemas
-    from ralph.memory.store import read_json
+    from ralph.files import read_json
 
     path = feedback_path(store, loop_id)
     if not path.is_file():
@@ -133,7 +133,7 @@ def all_feedback(store: MemoryStore) -> list[dict[str, Any]]:
 def failure_rows(store: MemoryStore, loop_id: str) -> list[list[str | None]]:
     """What the loop set out to fix, as (type, file, rule, message): its records' failures and
     its baseline's failure keys (a loop green at once has no failing record)."""
-    from ralph.memory.store import read_json
+    from ralph.files import read_json
 
     rows: list[list[str | None]] = []
     for record in store.valid_records(loop_id):

@@ -20,15 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ralph.loop.window import TRUNCATION_MARKER, estimate_tokens
-
 if TYPE_CHECKING:
     from ralph.memory.store import MemoryStore
-    from ralph.records import Diagnostic
 
 SIMILARITY_THRESHOLD = 0.5
 DUPLICATE_THRESHOLD = 0.8
@@ -169,100 +166,6 @@ def parse_lesson_id(lesson_id: str) -> tuple[str, int] | None:
 # --- choosing the lessons for the next prompt --------------------------------------------------
 
 
-def retrieve_lessons(
-    store: MemoryStore,
-    *,
-    exclude_loop: str | None,
-    current_errors: Sequence[Diagnostic],
-    fingerprint: str | None = None,
-    limit: int = 3,
-    threshold: float = SIMILARITY_THRESHOLD,
-    token_budget: int = LESSON_TOKENS,
-) -> list[Lesson]:
-    """The lessons of other loops' failures most like the current one (at most `limit`)."""
-    if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
-        return []
-    from ralph.memory.search import SearchIndex
-
-    current = Failure.of_diagnostics(current_errors)
-    with SearchIndex(store) as index:
-        candidates = index.similar_failures(current, fingerprint, exclude_loop=exclude_loop)
-    lessons: list[Lesson] = []
-    for candidate in candidates:
-        same = bool(fingerprint) and candidate.fingerprint == fingerprint
-        score = 1.0 if same else current.similarity(candidate.failure)
-        if score < threshold:
-            continue
-        for k, text in enumerate(candidate.lessons):
-            lessons.append(
-                Lesson(
-                    id=f"{candidate.loop_id}#{candidate.iteration}.{k}",
-                    text=text,
-                    source=f"{candidate.loop_id}#{candidate.iteration}",
-                    score=round(score, 4),
-                    ts=candidate.ts,
-                )
-            )
-    from ralph.memory.feedback import boost_confirmed, feedback_lessons  # people's verdicts first
-
-    lessons = boost_confirmed(store, lessons) + feedback_lessons(
-        store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
-        threshold=threshold,
-    )  # fmt: skip
-    return fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
-
-
-STOP_WORDS = frozenset(
-    {"a", "an", "and", "are", "as", "at", "be", "by", "for", "in", "is", "it", "of", "on", "or"}
-    | {"that", "the", "this", "to", "with"}
-)
-
-
-def _words(text: str) -> frozenset[str]:
-    """The words that carry a lesson's meaning, for near-duplicate detection."""
-    return frozenset(re.findall(r"\w+", text.lower())) - STOP_WORDS
-
-
-def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
-    """Near-identical lessons count once: the group keeps its best score and its newest text."""
-    groups: list[tuple[frozenset[str], list[Lesson]]] = []
-    for lesson in lessons:
-        words = _words(lesson.text)
-        if not words:
-            continue
-        for key, members in groups:
-            if len(key & words) / len(key | words) >= DUPLICATE_THRESHOLD:
-                members.append(lesson)
-                break
-        else:
-            groups.append((words, [lesson]))
-    kept = []
-    for _, members in groups:
-        newest = max(members, key=lambda m: (m.ts, m.source))
-        best = max(m.score for m in members)
-        kept.append(Lesson(newest.id, newest.text, newest.source, best, newest.ts))
-    return sorted(kept, key=lambda m: (-m.score, -m.ts, m.id))
-
-
-def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> list[Lesson]:
-    """The best `limit` lessons, each capped, that fit the budget together (best first)."""
-    kept: list[Lesson] = []
-    used = 0
-    for lesson in ranked:
-        if len(kept) == limit:
-            break
-        text = lesson.text
-        if estimate_tokens(text) > LESSON_MAX_TOKENS:
-            cut = LESSON_MAX_TOKENS * 4 - len(TRUNCATION_MARKER)
-            text = text[:cut].rstrip() + TRUNCATION_MARKER
-        cost = estimate_tokens(text)
-        if used + cost > token_budget:
-            continue
-        kept.append(Lesson(lesson.id, text, lesson.source, lesson.score, lesson.ts))
-        used += cost
-    return kept
-
-
 def mark_obsolete(store: MemoryStore, loop_id: str, iteration: int, *, obsolete: bool) -> bool:
     """Set (or clear) the record's `ralph.obsolete`; True when the file changed.
 
@@ -271,7 +174,8 @@ def mark_obsolete(store: MemoryStore, loop_id: str, iteration: int, *, obsolete:
     """
     from ralph import schemas
     from ralph.errors import StoreError
-    from ralph.memory.store import atomic_write_json, read_json, validate_loop_id
+    from ralph.files import atomic_write_json, read_json
+    from ralph.ids import validate_loop_id
     from ralph.records import SCHEMA_VERSION
 
     path = store.record_path(validate_loop_id(loop_id), iteration)

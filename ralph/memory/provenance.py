@@ -21,8 +21,10 @@ from typing import Any
 
 from ralph import __version__
 from ralph.errors import ConfigError, StoreError
+from ralph.files import atomic_write_text
+from ralph.ids import validate_loop_id
 from ralph.memory.lessons import lesson_texts, parse_lesson_id
-from ralph.memory.store import MemoryStore, atomic_write_text, validate_loop_id
+from ralph.memory.store import MemoryStore
 from ralph.records import IterationRecord, to_json
 
 NAMESPACE = "https://ralph-loop.dev/prov#"  # ralph's own terms and ids
@@ -79,7 +81,7 @@ def _lesson_id(lesson: str) -> str | None:
 
 
 def _model(args: Sequence[Any]) -> str | None:
-    from ralph.actors.agents import model_args
+    from ralph.config import model_args
 
     found = model_args([str(a) for a in args])
     return found[-1] if found else None

@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
+from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
-from ralph.memory.store import LOOP_ID_PATTERN, RECORD_NAME, MemoryStore
+from ralph.memory.store import RECORD_NAME, MemoryStore
 
 INDEX_NAME = "search.sqlite"
 INDEX_VERSION = 2  # bump when what is indexed changes: an index of another version is rebuilt
@@ -461,7 +462,7 @@ def _create(db: sqlite3.Connection) -> sqlite3.Connection:
 
 def _ignore_in_git(store: MemoryStore) -> None:
     """Memory written before the search index existed has a .gitignore that does not name it."""
-    from ralph.memory.store import atomic_write_text
+    from ralph.files import atomic_write_text
 
     path = store.base / ".gitignore"
     with contextlib.suppress(OSError, StoreError):

@@ -14,163 +14,32 @@ import json
 import os
 import re
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ralph import schemas
 from ralph.errors import LoopAborted, PreflightError, StoreError
+from ralph.files import (
+    AIWG_DIR,
+    atomic_write_json,
+    atomic_write_text,
+    clear_private_tmp,
+    read_json,
+    writable_hint,
+)
+from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.records import IterationRecord, from_json, to_json, utc_now
-from ralph.redact import redact, redact_data
+from ralph.redact import redact_data
 
-if TYPE_CHECKING:
-    from ralph.evaluators.judging import Baseline
-
-AIWG_DIR = Path(".aiwg") / "ralph"
-LOOP_ID_PATTERN = re.compile(r"^ralph-[a-z0-9-]+$")
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"
     "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
 )
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
-
-
-def validate_loop_id(loop_id: str) -> str:
-    """A user-given id must match the pattern before it touches a path."""
-    if not LOOP_ID_PATTERN.fullmatch(loop_id or ""):
-        raise StoreError(
-            f"invalid loop id {loop_id!r}",
-            hint="loop ids look like ralph-fix-date-parser-3f9a1c2e (lowercase, digits, dashes)",
-        )
-    return loop_id
-
-
-def new_loop_id(task: str) -> str:
-    """`ralph-<slug>-<8 hex>`: readable in listings, unique across runs of the same task."""
-    slug = re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-")[:40].strip("-") or "loop"
-    return f"ralph-{slug}-{os.urandom(4).hex()}"
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-# Files get the mode a plain `open()` would give them (mkstemp's 0600 would hide shared memory
-# and reports from the rest of a team); read once, as the umask is process-wide.
-FILE_MODE = 0o666 & ~_read_umask()
-
-
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write `text` to `path` atomically; any failure is one StoreError and leaves no temp file.
-
-    Every file ralph writes goes through here (or `atomic_write_json`), so this is where its
-    one redaction rule (ralph.redact) is applied to what reaches disk. `durable` fsyncs before
-    the rename, so even a power cut leaves old or new: records and state need that; logs and
-    prompts (rewritten by a rerun anyway) skip the cost.
-    """
-    _write(path, redact(text), durable=durable)
-
-
-def _write(path: Path, text: str, *, durable: bool = True) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise StoreError(
-            f"cannot write {path}: {exc.strerror or exc}", hint=_writable_hint(path)
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), FILE_MODE)
-            handle.write(text)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise StoreError(
-                f"cannot write {path}: {exc.strerror or exc}", hint=_writable_hint(path)
-            ) from None
-        raise
-
-
-def private_tmp(root: Path) -> Path:
-    """`.aiwg/ralph/tmp/` of the memory at `root`: the checks' scratch files (pytest's JUnit
-    reports, which hold assertion text), readable by the user only, ignored by git. A file is
-    named after the process that made it (`scratch_prefix`), so what a kill -9 left behind is
-    removed once that process is gone: by the next check and by `ralph resume`."""
-    folder = root / AIWG_DIR / "tmp"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(folder, 0o700)
-        ignore = folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n", encoding="utf-8")
-    except OSError as exc:
-        raise StoreError(f"cannot create {folder}: {exc.strerror or exc}") from None
-    clear_private_tmp(root)
-    return folder
-
-
-def scratch_prefix() -> str:
-    """`ralph-<pid>-<start time>-`: a scratch file's name says which process made it."""
-    from ralph.process import start_time
-
-    return f"ralph-{os.getpid()}-{start_time(os.getpid()) or 0}-"
-
-
-SCRATCH_NAME = re.compile(r"^ralph-(\d+)-(\d+)-")
-
-
-def clear_private_tmp(root: Path) -> list[Path]:
-    """Remove the scratch files in `private_tmp(root)` whose process is gone (its pid is free
-    or now names a process started at another time)."""
-    from ralph.process import start_time
-
-    folder = root / AIWG_DIR / "tmp"
-    removed = []
-    for entry in os.scandir(folder) if folder.is_dir() else ():
-        match = SCRATCH_NAME.match(entry.name)
-        if match and start_time(int(match[1])) != int(match[2]) and entry.is_file():
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-    return removed
-
-
-def _writable_hint(path: Path) -> str:
-    return f"free disk space and make {path.parent} writable; the file was left as it was"
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """JSON as every reader understands it (NaN or Infinity is refused, never written), its
-    strings redacted one by one (redacting the text could cut through JSON syntax)."""
-    try:
-        text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
-    except ValueError as exc:
-        raise StoreError(f"refusing to write {path}: {exc}") from None
-    _write(path, text + "\n")
-
-
-def read_json(path: Path) -> Any:
-    """Parsed JSON, or StoreError naming the file and what is wrong with it."""
-    try:
-        return json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise StoreError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
 
 
 @dataclass
@@ -224,13 +93,18 @@ class MemoryStore:
 
     @classmethod
     def discover(cls, start: Path | None = None) -> MemoryStore:
-        """The nearest directory upwards holding `.aiwg/ralph`, else the git root, else `start`."""
+        """The project's memory. In git: at the top of the main working tree, also from a
+        subfolder or a linked worktree (where `ralph run --worktree` keeps it), so every command
+        reads what the loops write. Outside git: the nearest folder upwards holding
+        `.aiwg/ralph`, else `start`."""
+        from ralph.workspace.locate import main_worktree
+
         here = (start or Path.cwd()).resolve()
+        main = main_worktree(here)
+        if main is not None:
+            return cls(main)
         for candidate in (here, *here.parents):
             if (candidate / AIWG_DIR).is_dir():
-                return cls(candidate)
-        for candidate in (here, *here.parents):
-            if (candidate / ".git").exists():
                 return cls(candidate)
         return cls(here)
 
@@ -255,7 +129,7 @@ class MemoryStore:
             except OSError as exc:
                 raise StoreError(
                     f"cannot create {self.base / sub}: {exc.strerror or exc}",
-                    hint=_writable_hint(self.base / sub),
+                    hint=writable_hint(self.base / sub),
                 ) from None
         gitignore = self.base / ".gitignore"
         if not gitignore.exists():
@@ -368,21 +242,16 @@ class MemoryStore:
     def baseline_path(self, loop_id: str) -> Path:
         return self.loop_dir(loop_id) / "baseline.json"
 
-    def write_baseline(self, loop_id: str, baseline: Baseline) -> None:
+    def write_baseline(self, loop_id: str, baseline: dict[str, Any]) -> None:
         """The whole baseline (failing and passing tests by id), written once per loop; the
         state keeps only its summary, so the state stays small on a suite of thousands."""
-        atomic_write_json(self.baseline_path(loop_id), baseline.to_json())
+        atomic_write_json(self.baseline_path(loop_id), baseline)
 
-    def read_baseline(self, loop_id: str, summary: dict[str, Any] | None) -> Baseline | None:
-        """The loop's baseline; a loop from before roles existed is judged strictly."""
-        from ralph.evaluators.judging import Baseline as Judged
-
+    def read_baseline(self, loop_id: str) -> dict[str, Any] | None:
+        """The loop's whole baseline as written, or None (a loop from before it was kept)."""
         path = self.baseline_path(loop_id)
-        if path.is_file():
-            data = read_json(path)
-            if isinstance(data, dict):
-                return Judged.from_json(data)
-        return Judged.legacy(summary) if summary else None
+        data = read_json(path) if path.is_file() else None
+        return data if isinstance(data, dict) else None
 
     def loop_ids(self) -> list[str]:
         ids: set[str] = set()

@@ -30,16 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import StoreError
-from ralph.memory.store import (
-    AIWG_DIR,
-    LOOP_ID_PATTERN,
-    RECORD_NAME,
-    MemoryStore,
-    atomic_write_json,
-    atomic_write_text,
-    read_json,
-    validate_loop_id,
-)
+from ralph.files import AIWG_DIR, atomic_write_json, atomic_write_text, read_json
+from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
+from ralph.memory.store import RECORD_NAME, MemoryStore
 
 if TYPE_CHECKING:
     from rich.console import Console

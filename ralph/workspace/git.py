@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ralph.errors import PreflightError, RalphError
-from ralph.memory.store import validate_loop_id
+from ralph.ids import validate_loop_id
 from ralph.records import Action, ActionType, Changes, TotalChanges
 from ralph.redact import redact
+from ralph.workspace.locate import find_repo_root, main_worktree
 
 DIFF_CAP = 4000  # characters of diff kept per action in a record
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
@@ -144,43 +145,7 @@ def name_some(paths: list[str], limit: int) -> str:
     return shown + (f", ... (+{len(paths) - limit} more)" if len(paths) > limit else "")
 
 
-def find_repo_root(path: Path) -> Path | None:
-    """The top of the git work tree holding `path`, or None (no repo, bare repo, no git)."""
-    start = path if path.is_dir() else path.parent
-    if not start.is_dir():
-        return None
-    try:
-        import git
-    except ImportError:  # GitPython refuses to import without a git executable
-        return None
-    try:
-        status, out, _ = git.Git(str(start)).execute(
-            ["git", "-C", str(start), "rev-parse", "--show-toplevel"],
-            with_extended_output=True,
-            with_exceptions=False,
-        )
-    except (git.GitCommandNotFound, OSError):
-        return None
-    top = str(out).strip()
-    return Path(top) if status == 0 and top else None
-
-
 WORKTREES_DIR = "ralph-worktrees"  # under the git dir: see add_worktree
-
-
-def main_worktree(path: Path) -> Path | None:
-    """The main working tree of the repository holding `path` (itself, unless `path` is in a
-    linked worktree); None outside git or for a bare repository."""
-    top = find_repo_root(path)
-    if top is None:
-        return None
-    status, out, _ = _Git(top).run(
-        "rev-parse", "--path-format=absolute", "--git-common-dir", check=False
-    )
-    common = Path(out.decode("utf-8", "surrogateescape").strip())
-    if status != 0 or common.name != ".git":
-        return top
-    return common.parent
 
 
 def add_worktree(root: Path, loop_id: str) -> Path:

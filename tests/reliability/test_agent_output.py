@@ -89,7 +89,8 @@ def test_a_loop_survives_malformed_agent_output(
 def test_no_writer_puts_a_non_finite_number_on_disk(tmp_path: Path) -> None:
     """The last line of defence: `allow_nan=False`, a one-line error, the old file kept."""
     from ralph.errors import StoreError
-    from ralph.memory.store import LoopState, atomic_write_json
+    from ralph.files import atomic_write_json
+    from ralph.memory.store import LoopState
 
     target = tmp_path / "x.json"
     atomic_write_json(target, {"cost": 1.0})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ralph.errors import RalphError
-from ralph.loop.prompts import render
 from ralph.memory.store import MemoryStore
+from ralph.templates import render
 
 from ..conftest import RunCli
 from ..fakes.provider_server import FakeProvider

@@ -1,0 +1,276 @@
+"""The reflection written without a model: from the checks' verdict and the attempt's actions,
+when no reflector is configured or the model's answers cannot be used twice in a row; and the short
+note on success."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ralph.evaluators.describe import located_first
+from ralph.records import (
+    ActorOutput,
+    CreditAssignment,
+    Diagnostic,
+    FailureCategory,
+    IterationRecord,
+    SelfReflection,
+)
+from ralph.redact import redact
+from ralph.reflection.context import repeated_iterations
+
+if TYPE_CHECKING:
+    from ralph.evaluators.base import CheckOutcome, Evaluation
+
+
+HEURISTIC_CONFIDENCE = 0.3
+CATEGORY_BY_TYPE: dict[str, FailureCategory] = {
+    "test_failure": "logic_error",
+    "logic_error": "logic_error",
+    "type_error": "incorrect_assumption",
+    "lint_error": "incomplete_implementation",
+    "syntax_error": "incomplete_implementation",
+    "runtime_error": "edge_case_miss",
+    "timeout": "logic_error",
+}
+
+INVENTED = re.compile(
+    r"has no attribute|is not defined|undefined name|no module named|cannot import name|"
+    r"unexpected keyword argument|has no member",
+    re.IGNORECASE,
+)
+
+
+def guess_category(
+    errors: Sequence[Diagnostic], changed: bool, *, fixed: bool = False, broke: bool = False
+) -> FailureCategory:
+    """A first guess from the verdict: a change that broke what worked is an integration
+    error, one that fixed part of the targets is incomplete, never a hallucination."""
+    if not changed:
+        return "incomplete_implementation"
+    if broke:
+        return "integration_error"
+    if fixed:
+        return "incomplete_implementation"
+    if not errors:
+        return "other"
+    top = errors[0]
+    if INVENTED.search(top.message):
+        return "hallucination"
+    return CATEGORY_BY_TYPE.get(top.type, "other")
+
+
+def first_line(text: str, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _changed_files(actor_output: ActorOutput) -> list[str]:
+    files = list(actor_output.files_modified or [])
+    for action in actor_output.actions:
+        if action.file_path and action.file_path not in files:
+            files.append(action.file_path)
+    return files
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _join(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def heuristic_reflection(
+    evaluation: Evaluation,
+    actor_output: ActorOutput,
+    earlier: Sequence[IterationRecord],
+    trajectory: str = "",
+) -> SelfReflection:
+    """A first-person reflection built only from the diagnostics and the agent's own trace
+    (the compact line of ralph.trace): concrete, never invented."""
+    from ralph.actors.trace import check_note
+
+    failing = evaluation.failing()
+    errors = located_first(evaluation.relevant_errors())
+    files = _changed_files(actor_output)
+    repeats = repeated_iterations(evaluation, earlier)
+    fixed = [key for o in evaluation.outcomes if o.verdict for key in o.verdict.fixed]
+    broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
+    insights = [_check_insight(o) for o in failing]
+    if not files:
+        insights.insert(0, "Make an actual code change: the last attempt changed no files.")
+    if repeats:
+        insights.insert(
+            0,
+            f"Abandon the approach of iteration {repeats[-1]}: it produced exactly the same "
+            "errors; try a different strategy.",
+        )
+    notes = [check_note(trajectory, o.spec.name, o.spec.command) for o in failing]
+    traced = [note for note in notes if note]
+    insights[:0] = [advice for _, advice in traced]
+    indices = [
+        i
+        for i, action in enumerate(actor_output.actions)
+        if action.file_path and any(d.file == action.file_path for d in errors)
+    ]
+    return SelfReflection(
+        reflection_text=redact(
+            " ".join(
+                [
+                    _heuristic_text(evaluation, failing, errors, files, repeats, fixed, broken),
+                    *(note for note, _ in traced),
+                ]
+            )
+        ),
+        credit_assignment=CreditAssignment(
+            failing_action_indices=indices,
+            root_cause=redact(_root_cause(failing, broken or errors)),
+            failure_category=guess_category(
+                errors, bool(files), fixed=bool(fixed), broke=bool(broken)
+            ),
+        ),
+        causal_reasoning=redact(_causal(failing, errors)),
+        actionable_insights=[redact(s) for s in insights],
+        lessons_learned=(
+            ["Repeating a change that produced the same errors wastes an iteration."]
+            if repeats
+            else []
+        ),
+        confidence=HEURISTIC_CONFIDENCE,
+        related_reflections=repeats,
+    )
+
+
+def _heuristic_text(
+    evaluation: Evaluation,
+    failing: list[CheckOutcome],
+    errors: list[Diagnostic],
+    files: list[str],
+    repeats: list[int],
+    fixed: Sequence[str] = (),
+    broken: Sequence[Diagnostic] = (),
+) -> str:
+    names = [o.spec.name for o in failing]
+    verb = "fails" if len(names) == 1 else "fail"
+    text = []
+    if fixed:
+        shown = ", ".join(fixed[:3]) + (f" and {len(fixed) - 3} more" if len(fixed) > 3 else "")
+        text.append(f"My change fixed {_plural(len(fixed), 'target failure')} ({shown}).")
+    if broken:
+        where = broken[0].location() or broken[0].rule or broken[0].type
+        broke = [o.spec.name for o in failing if o.verdict and o.verdict.regressions]
+        text.append(
+            f"{'But it' if fixed else 'My change'} broke what worked before: {_join(broke)} now "
+            f"{'has' if len(broke) == 1 else 'have'} {_plural(len(broken), 'new failure')}, "
+            f"the first at {where}: {first_line(broken[0].message)}"
+        )
+        text[-1] = _sentence(text[-1])
+    text.append(
+        f"My attempt did not make the checks pass: {_join(names) if names else 'the checks'} "
+        f"still {verb} ({_plural(len(errors), 'error')}, reward {evaluation.reward:.2f})."
+    )
+    where = errors[0].location() if errors else ""
+    if errors:
+        place = f" at {where}" if where else ""
+        kind = errors[0].type.replace("_", " ")
+        text.append(
+            _sentence(f"The first error is a {kind}{place}: {first_line(errors[0].message)}")
+        )
+    if not files:
+        text.append("I did not change any files, so nothing I did could have fixed it.")
+    elif not fixed and not broken:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        text.append(f"I changed {shown}, but that did not fix it.")
+    if repeats:
+        text.append(
+            f"This is exactly the same failure as iteration {repeats[-1]}, so my approach is not "
+            "working: I must try a different approach instead of repeating it."
+        )
+    if where:
+        text.append(f"Next I will start at {where} and work out why it fails before editing.")
+    return " ".join(text)
+
+
+def _root_cause(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
+    if errors:
+        where = errors[0].location()
+        message = first_line(errors[0].message, 300)
+        return f"{where}: {message}" if where else message
+    codes = ", ".join(f"{o.spec.name} exit code {o.result.exit_code}" for o in failing)
+    return f"the checks failed without parsed errors ({codes or 'no details'})"
+
+
+def _causal(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
+    names = _join([o.spec.name for o in failing]) if failing else "the checks"
+    if not errors:
+        return f"{names} failed without structured errors, so their output holds the cause."
+    top = errors[0]
+    where = top.location() or "an unlocated point"
+    if top.type == "test_failure":
+        target = top.rule or where
+        effect = f"the code exercised by {target} still does not behave as that test asserts"
+    else:
+        effect = f"the code at {where} still breaks what the check enforces"
+    return (
+        f"{names} report {_plural(len(errors), 'error')}; the first fails at {where}, so {effect}."
+    )
+
+
+def _check_insight(outcome: CheckOutcome) -> str:
+    """Where to start for one failing check; test locations are read, never edited."""
+    located = located_first(outcome.errors)
+    name = outcome.spec.name
+    if not located:
+        code = outcome.result.exit_code
+        return f"{name}: read its output (exit code {code}) and fix what it reports."
+    first = located[0]
+    where = first.location() or "the first error"
+    message = first_line(first.message, 160)
+    if first.type == "test_failure":
+        test = first.rule or "the failing test"
+        return f"{name}: make {test} pass without editing the test; it fails at {where}: {message}"
+    rule = f" [{first.rule}]" if first.rule else ""
+    return f"{name}: fix {where}{rule} first: {message}"
+
+
+def success_reflection(evaluation: Evaluation, actor_output: ActorOutput) -> SelfReflection:
+    """The note a passing iteration leaves: what worked, for other loops to learn from."""
+    files = _changed_files(actor_output)
+    targets = [
+        o.spec.name for o in evaluation.outcomes if not o.verdict or o.verdict.role == "target"
+    ]
+    older = [
+        f"{o.spec.name}: {o.verdict.preexisting}"
+        for o in evaluation.outcomes
+        if o.verdict and o.verdict.role == "guard" and o.verdict.preexisting
+    ]
+    if older:
+        text = (
+            f"I made every target pass ({', '.join(targets) or 'none'}; reward "
+            f"{evaluation.reward:.2f}) without breaking what passed before; the guards' "
+            f"failures from before the loop ({', '.join(older)}) were not the task."
+        )
+    else:
+        names = ", ".join(o.spec.name for o in evaluation.outcomes) or "every check"
+        text = f"I made every check pass ({names}; reward {evaluation.reward:.2f})."
+    if files:
+        text += f" I changed {', '.join(files[:5])}."
+    what = first_line(actor_output.strategy or actor_output.rationale or "", 300)
+    if what:
+        text += f" What worked: {what}"
+    return SelfReflection(
+        reflection_text=redact(text),
+        actionable_insights=[],
+        lessons_learned=[redact(f"What worked: {what}")] if what else [],
+        confidence=1.0,
+        related_reflections=[],
+    )
+
+
+# --- quality -----------------------------------------------------------------------------------

@@ -1,0 +1,56 @@
+"""Where the repository is: its top, and the main working tree behind a linked worktree.
+
+Asked of `git rev-parse` directly (no GitPython import): every command that reads the memory
+asks this first, so it stays cheap.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+REV_PARSE_TIMEOUT = 30.0
+
+
+def _rev_parse(start: Path, *args: str) -> list[str] | None:
+    """`git rev-parse ARGS` in `start`, its output lines; None outside git or without git."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(start), "rev-parse", *args],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=REV_PARSE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+
+
+def _start(path: Path) -> Path | None:
+    start = path if path.is_dir() else path.parent
+    return start if start.is_dir() else None
+
+
+def find_repo_root(path: Path) -> Path | None:
+    """The top of the git work tree holding `path`, or None (no repo, bare repo, no git)."""
+    start = _start(path)
+    lines = _rev_parse(start, "--show-toplevel") if start else None
+    return Path(lines[0]) if lines and lines[0] else None
+
+
+def main_worktree(path: Path) -> Path | None:
+    """The main working tree of the repository holding `path` (its own top, unless `path` is in
+    a linked worktree); None outside git or for a bare repository."""
+    start = _start(path)
+    lines = (
+        _rev_parse(start, "--path-format=absolute", "--show-toplevel", "--git-common-dir")
+        if start
+        else None
+    )
+    if not lines or len(lines) < 2 or not lines[0]:
+        return None
+    top, common = Path(lines[0]), Path(lines[1])
+    return common.parent if common.name == ".git" else top
