@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(data: Any) -> None:
-    from ralph.cli.output import print_json
+    from ralph.cli.common import print_json
 
     print_json(data)
 
