@@ -22,10 +22,6 @@ from ralph.providers.base import ChatClient
 
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
-SHELL_WORDS = frozenset(
-    "cd exit true false echo printf test [ export set eval exec . source : if for while until "  # noqa: SIM905
-    "case { ( ! time command builtin".split()
-)
 
 
 # Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
@@ -89,10 +85,9 @@ class CommandActor:
             words = shlex.split(self.command)
         except ValueError as exc:
             raise ConfigError(f"cmd: cannot parse {self.command!r}: {exc}") from exc
-        words = [w for w in words if not (("=" in w) and w.split("=", 1)[0].isidentifier())]
-        if not words or words[0] in SHELL_WORDS or any(c in words[0] for c in "$`;|&<>*?"):
+        program = process.executable_of(self.command) if words else None
+        if program is None or any(c in program for c in "$`;|&<>*?"):
             return
-        program = words[0]
         if "/" in program:
             found = Path(program).is_file()
         else:

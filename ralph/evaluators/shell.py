@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -18,18 +17,11 @@ from pathlib import Path
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.process import DEFAULT_CAP, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic
 
 STORED_CHARS = 4000  # stdout/stderr kept in the record; the full log goes to the loop's files
 TAIL_LINES = 20
-# Words that start a command but are not a program to look for on PATH.
-SHELL_WORDS = frozenset(
-    {"cd", "test", "[", "true", "false", ":", "echo", "printf", "export", "set", "source", "."}
-    | {"exit", "if", "for", "while", "until", "case", "!", "{", "(", "eval", "ulimit", "wait"}
-)
-PREFIX_WORDS = frozenset({"exec", "command", "env", "time", "nice", "nohup"})
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 _LIVE: set[subprocess.Popen[bytes]] = set()
 _LIVE_LOCK = threading.Lock()
@@ -123,21 +115,6 @@ def kill_running_checks() -> None:
             os.killpg(proc.pid, signal.SIGTERM)
     for proc in procs:
         process.kill_group(proc)
-
-
-def executable_of(command: str) -> str | None:
-    """The program a shell command starts, or None when the shell itself runs it (builtins)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    for word in words:
-        if ASSIGNMENT.match(word) or word in PREFIX_WORDS:
-            continue
-        if word in SHELL_WORDS or word.startswith(("$", "(", "{", "`")):
-            return None
-        return word
-    return None
 
 
 def insert_after(command: str, pattern: re.Pattern[str], flags: str) -> str | None:

@@ -26,13 +26,8 @@ from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_chec
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
-from ralph.evaluators.shell import (
-    SHELL_WORDS,
-    ShellCheck,
-    kill_running_checks,
-    make_result,
-)
-from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.evaluators.shell import ShellCheck, kill_running_checks, make_result
+from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
 
 if TYPE_CHECKING:
