@@ -21,12 +21,13 @@ from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.command import kill_running_checks, make_result
 from ralph.evaluators.judge import JudgeCheck
 from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_check, make_baseline
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
-from ralph.evaluators.shell import ShellCheck, kill_running_checks, make_result
+from ralph.evaluators.shell import ShellCheck
 from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
 
