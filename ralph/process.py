@@ -35,7 +35,6 @@ class ProcessResult:
     stderr: str
     duration_ms: int
     timed_out: Literal["wall", "idle"] | None = None
-    interrupted: bool = False
 
     @property
     def ok(self) -> bool:

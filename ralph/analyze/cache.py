@@ -13,7 +13,6 @@ The cache is written once, at the end, in one transaction.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import operator
 import os
@@ -23,12 +22,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ralph.analyze.trace_stats import trace_facts
+from ralph.memory.sqlite_cache import open_cache
 from ralph.memory.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
 INDEX_VERSION = 5  # 3: failing rewards read capped at 0.99; 4: trace actions; 5: faster facts
+SCHEMA = (
+    "CREATE TABLE files (path TEXT PRIMARY KEY,"
+    " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
+)
 T = TypeVar("T")
 
 
@@ -262,38 +266,25 @@ class FactsReader:
 
     # cache ------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection | None:
-        path = self.store.base / INDEX_NAME
-        for attempt in range(2):
-            db = None
-            try:
-                db = sqlite3.connect(path, timeout=2.0)
-                db.execute("PRAGMA synchronous = OFF")
-                if db.execute("PRAGMA user_version").fetchone()[0] != INDEX_VERSION:
-                    db.execute("DROP TABLE IF EXISTS files")
-                    db.execute(
-                        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY,"
-                        " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
-                    )
-                    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
-                    db.commit()
-                for name, mtime, size, inode, facts, problem in db.execute(
-                    "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
-                ):
-                    self._rows[name] = ((mtime, size, inode), facts, problem)
-                return db
-            except sqlite3.DatabaseError as exc:
-                self._rows.clear()
-                if db is not None:
-                    db.close()
-                # busy, locked or read-only: go without; corrupt: delete and rebuild once
-                corrupt = not isinstance(exc, sqlite3.OperationalError)
-                if corrupt and attempt == 0 and path.exists():
-                    for suffix in ("", "-journal", "-wal", "-shm"):  # rebuilt, never trusted
-                        with contextlib.suppress(OSError):
-                            path.with_name(path.name + suffix).unlink()
-                    continue
-                return None
-        return None
+        db = open_cache(
+            self.store.base / INDEX_NAME,
+            version=INDEX_VERSION,
+            schema=SCHEMA,
+            timeout=2.0,
+            pragmas=("synchronous = OFF",),
+        )
+        if db is None:
+            return None
+        try:
+            for name, mtime, size, inode, facts, problem in db.execute(
+                "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
+            ):
+                self._rows[name] = ((mtime, size, inode), facts, problem)
+        except sqlite3.DatabaseError:
+            self._rows.clear()
+            db.close()
+            return None
+        return db
 
     def _cached(self, name: str, entry: os.DirEntry[str] | str) -> tuple[Key, Row | None]:
         st = entry.stat() if isinstance(entry, os.DirEntry) else os.stat(entry)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import process
-from ralph.config import CheckSpec, Settings
+from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
 from ralph.evaluators.command import kill_running_checks, make_result
@@ -75,15 +75,6 @@ class CheckSuite:
         self.checks: list[Check] = [make_check(s, timeout=check_timeout, cap=cap) for s in specs]
         self.weights = dict(weights or {})
         self.last_logs: dict[str, str] = {}
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CheckSuite:
-        return cls(
-            settings.all_checks(),
-            settings.weights,
-            check_timeout=settings.check_timeout,
-            cap=settings.output_cap,
-        )
 
     @classmethod
     def from_checks(
