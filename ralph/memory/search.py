@@ -106,7 +106,7 @@ class Candidate:
 
 
 @dataclass
-class Usage:
+class LessonUsage:
     """How often a reflection's lessons were given to other attempts, and how often that helped."""
 
     retrieved: int
@@ -406,7 +406,7 @@ class SearchIndex:
             matched += n
         return chosen
 
-    def usage(self, loop_id: str, iteration: int) -> Usage:
+    def usage(self, loop_id: str, iteration: int) -> LessonUsage:
         """How often the reflection's lessons were injected, and how often that attempt improved."""
         self.sync()
         users = self.db.execute(
@@ -415,7 +415,7 @@ class SearchIndex:
             " ORDER BY d.loop_id, d.iteration",
             (loop_id, iteration),
         ).fetchall()
-        return Usage(
+        return LessonUsage(
             retrieved=len(users),
             helped=sum(1 for *_, improved in users if improved),
             used_by=[f"{lp}#{it}" for lp, it, _ in users],

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ralph.errors import one_line
 from ralph.providers.base import ChatClient, ChatResponse, Message
 from ralph.records import (
     ActorOutput,
     IterationRecord,
+    ReflectionSource,
     SelfReflection,
 )
 from ralph.redact import redact
@@ -39,13 +40,11 @@ SYSTEM_PROMPT = (
 )
 MAX_ANSWER_TOKENS = 1500
 
-Source = Literal["llm", "repaired", "heuristic", "success"]
-
 
 @dataclass
 class ReflectionOutcome:
     reflection: SelfReflection
-    source: Source
+    source: ReflectionSource
     quality_flags: list[str] = field(default_factory=list)
     tokens_in: int | None = None
     tokens_out: int | None = None
@@ -116,7 +115,11 @@ class Reflector:
         return response.text or ""
 
     def _done(
-        self, reflection: SelfReflection, source: Source, evaluation: Evaluation, usage: _UsageSum
+        self,
+        reflection: SelfReflection,
+        source: ReflectionSource,
+        evaluation: Evaluation,
+        usage: _UsageSum,
     ) -> ReflectionOutcome:
         flags = quality_flags(reflection, evaluation)
         return ReflectionOutcome(reflection, source, flags, *usage.totals())
