@@ -22,15 +22,18 @@ from ralph.providers.base import ChatClient
 
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
+REQUEST_FILE = "request.md"  # what an LLM actor sent: system text, prompt and the files
 
 
 # Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
 # does not wait twice for the disk before its agent even starts.
 def write_prompt(ctx: ActorContext, prompt: str) -> Path:
-    """prompt.md in the iteration's artifacts directory (redacted, as every file ralph writes);
-    returns its path."""
+    """prompt.md in the iteration's artifacts directory; returns its path. The loop writes it
+    before the actor starts (it is the one writer: `ralph prompt` shows it); an actor run on its
+    own writes it here, redacted as every file ralph writes."""
     path = ctx.artifacts_dir / PROMPT_FILE
-    atomic_write_text(path, prompt, durable=False)
+    if not path.is_file():
+        atomic_write_text(path, prompt, durable=False)
     return path
 
 
