@@ -259,9 +259,8 @@ def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> date
 def mark_obsolete(
     store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
 ) -> None:
-    from ralph.memory.lessons import mark_obsolete as mark
 
-    changed = mark(store, loop_id, iteration, obsolete=obsolete)
+    changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "
     console.print(f"{loop_id}#{iteration} {prefix}{what}", markup=False)

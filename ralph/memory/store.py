@@ -198,6 +198,39 @@ class MemoryStore:
     def valid_records(self, loop_id: str) -> list[IterationRecord]:
         return [f.record for f in self.read_records(loop_id) if f.record is not None]
 
+    def mark_obsolete(self, loop_id: str, iteration: int, *, obsolete: bool) -> bool:
+        """Set (or clear) the record's `ralph.obsolete`; True when the file changed.
+
+        The file is edited as JSON, not re-serialised from dataclasses, so every other byte of
+        meaning stays; it is validated before the atomic write like any record.
+        """
+        from ralph.records import SCHEMA_VERSION
+
+        path = self.record_path(validate_loop_id(loop_id), iteration)
+        if not path.exists():
+            if not self.reflections_dir(loop_id).is_dir() and not self.state_path(loop_id).exists():
+                raise StoreError(
+                    f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
+                )
+            raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise StoreError(f"{path}: not a record")
+        ext = data.get("ralph")
+        if bool(isinstance(ext, dict) and ext.get("obsolete")) == obsolete:
+            return False
+        if not isinstance(ext, dict):
+            ext = data["ralph"] = {"schema_version": SCHEMA_VERSION}
+        if obsolete:
+            ext["obsolete"] = True
+        else:
+            ext.pop("obsolete", None)
+        problems = schemas.errors(schemas.RECORD, data)
+        if problems:
+            raise StoreError(f"{path}: invalid record, not changed: {problems[0]}")
+        atomic_write_json(path, data)
+        return True
+
     def clear_partial_writes(self, loop_id: str, workdir: Path | None = None) -> list[Path]:
         """Remove the temporary files of writes a kill -9 interrupted (the targets are whole),
         and the scratch files of checks whose process is gone (`private_tmp`).
