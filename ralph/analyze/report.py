@@ -175,7 +175,9 @@ def render(a: Analysis, console: Console) -> None:
         _render_breakthroughs(a, console)
         from ralph.analyze import trace_stats
 
-        trace_stats.render([r for loop in a.loops for r in loop.records], console)
+        line = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
+        if line:
+            console.print(line, markup=False, soft_wrap=True)
         if s.recurring_root_causes:
             table = _table("recurring root causes (not learnt from)", ["n", "root cause", "loops"])
             for c in s.recurring_root_causes[:20]:

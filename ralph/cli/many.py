@@ -86,7 +86,15 @@ def bench_command(
     elif as_csv:
         bench_report.write_csv(summary, sys.stdout)
     else:
-        bench_report.render(summary, console())
+        from rich.console import Console
+
+        out = console()
+        grid, width = bench_report.table(summary)
+        wide = Console(
+            file=out.file, width=max(out.width, width), no_color=out.no_color, highlight=False
+        )
+        wide.print(grid)
+        out.print(summary["interval"], markup=False)
     raise typer.Exit(130 if interrupted else 0)
 
 
