@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ralph import process
-from ralph.actors import trace
+from ralph.actors import tracing
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
-from ralph.actors.trace import load_json
+from ralph.actors.tracing import load_json
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
 from ralph.providers.base import ChatResponse, Message
@@ -470,7 +470,7 @@ class AgentActor:
         binary = self.binary()
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
-        tracer = trace.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
+        tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
         result = process.run(
             [binary, *head, *self.actor_args, *tail],
             cwd=ctx.workdir,

@@ -422,10 +422,10 @@ class LoopRunner:
             files_modified=changes.paths() or None,
             total_changes=changes.total(),
         )
-        from ralph.actors import trace
+        from ralph.actors import tracing
 
         checks = [o.spec.command for o in evaluation.outcomes]
-        traced, steps = trace.store_attempt(
+        traced, steps = tracing.store_attempt(
             artifacts, acted, self.parts.actor.name, checks, self.workdir
         )
         reflection, source, flags, reflect_usage = self._reflect(
