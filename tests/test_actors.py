@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ralph.actors.agents import PRESETS, AgentActor, parse_aider
+from ralph.actors.agent_output import parse_aider
+from ralph.actors.agents import PRESETS, AgentActor
 from ralph.actors.base import ActorContext, ToolCall
 from ralph.actors.command import CommandActor
 from ralph.actors.llm import LLMActor, build_user_message, prose
