@@ -18,7 +18,8 @@ from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
 from ralph.loop.runner import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
-from ralph.memory.store import LoopState, MemoryStore, same_process
+from ralph.memory.locks import same_process
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
 
 
