@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ralph.errors import one_line
+from ralph.providers.answers import ask_json
 from ralph.providers.base import ChatClient, ChatResponse, Message
 from ralph.records import (
     ActorOutput,
@@ -87,22 +88,19 @@ class Reflector:
             )
             prompt = redact(render("reflection", context, project_root=self.project_root))
             messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
-            answer = self._chat(messages, usage)
-            reflection, problems = parse_reflection(answer)
-            if reflection is not None:
-                return self._done(reflection, "llm", evaluation, usage)
-            repair_prompt = render(
-                "repair",
-                reflection_repair_context(answer, problems),
-                project_root=self.project_root,
+            reflection, problems, repaired = ask_json(
+                lambda turn: self._chat(turn, usage),
+                messages,
+                parse_reflection,
+                lambda answer, wrong: render(
+                    "repair",
+                    reflection_repair_context(answer, wrong),
+                    project_root=self.project_root,
+                ),
             )
-            messages += [
-                Message("assistant", redact(answer) if answer.strip() else "(empty answer)"),
-                Message("user", redact(repair_prompt)),
-            ]
-            reflection, problems = parse_reflection(self._chat(messages, usage))
             if reflection is not None:
-                return self._done(reflection, "repaired", evaluation, usage)
+                source: ReflectionSource = "repaired" if repaired else "llm"
+                return self._done(reflection, source, evaluation, usage)
             reason = f"reflection invalid after one repair: {problems[0]}"
         except Exception as exc:  # a reflector failure must never stop the loop
             reason = one_line(exc)
