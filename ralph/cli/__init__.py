@@ -1,0 +1,1 @@
+"""The typer app and everything a person sees: command groups, views, the live reporter, the demo."""
