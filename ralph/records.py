@@ -1,4 +1,5 @@
-"""The iteration record (DESIGN.md section 4) as dataclasses with a lossless JSON round-trip.
+"""The iteration record as dataclasses with a lossless JSON round-trip (the files: README,
+Memory on disk; docs/architecture.md, Files on disk).
 
 Field names are the JSON keys, so the aiwg reflection-memory fields stay exactly as specified;
 ralph's own additions live in `RalphExtension` under the `ralph` key. Optional fields are None

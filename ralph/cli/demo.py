@@ -212,7 +212,7 @@ SCRIPTED_ACTOR = "script:demo-actor.yaml"
 def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
     """The scripted actor and heuristic reflector unless a real actor is asked for.
 
-    A real actor reflects with its own model by default (DESIGN.md section 7).
+    A real actor reflects with its own model by default (README, Actors).
     """
     if actor is None:
         return {"actor": SCRIPTED_ACTOR, "reflector": reflector or "heuristic"}

@@ -1,6 +1,6 @@
 """The evaluator: every configured check in parallel, combined into one verdict and one reward.
 
-Reward (DESIGN.md section 6): each check scores in [0, 1]; scores are combined by weights
+Reward (docs/architecture.md, Judging): each check scores in [0, 1]; scores are combined by weights
 (tests 0.5, type check 0.3, lint 0.2, shell 0.5 unless configured), renormalised over the
 checks present. `passed` means every check passes; nothing else decides completion.
 """
