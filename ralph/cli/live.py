@@ -113,7 +113,15 @@ class PlainReporter:
         )
         if result.message:
             self.line(result.message)
+        for text in next_steps(result):
+            self.block(text)
         write_step_summary(result)
+
+    def block(self, text: str) -> None:
+        """A line to copy from (a command): no timestamp in front."""
+        if not self.quiet:
+            self.stream.write(f"{redact(text)}\n")
+            self.stream.flush()
 
 
 class RichReporter(PlainReporter):
@@ -131,6 +139,9 @@ class RichReporter(PlainReporter):
 
     def line(self, text: str) -> None:
         self.console.print(redact(text), markup=False, highlight=False)
+
+    def block(self, text: str) -> None:
+        self.line(text)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -262,6 +273,36 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
             bar.stop()
 
 
+def next_steps(result: LoopResult) -> list[str]:
+    """The final lines of a loop with a branch: where the work is and what to do with it."""
+    if not result.branch or result.status in ("paused", "running", "crashed"):
+        return []
+    best = result.best_commit
+    at_tip = best is not None and result.best_iteration == result.iterations
+    shown = result.branch if at_tip or best is None else best[:12]
+    base = result.base_branch or (result.base_commit or "HEAD")[:12]
+    where = f"branch  {result.branch} (from {base})"
+    improved = (
+        best is not None
+        and result.best_reward is not None
+        and result.best_reward > (result.baseline_reward or 0.0)
+    )
+    if not improved:
+        return [
+            f"{where}: no iteration did better than the starting point",
+            "drop    ralph prune (deletes finished loops' branches; records stay)",
+        ]
+    assert best is not None
+    switch = "" if result.worktree else f"git switch {base} && "
+    return [
+        f"{where}, best: iteration {result.best_iteration} ({best[:12]})",
+        f"review  git diff {base}...{shown}",
+        f"apply   {switch}ralph apply {result.loop_id}",
+        f"        (or git merge --squash {shown})",
+        "drop    ralph prune (deletes finished loops' branches; records stay)",
+    ]
+
+
 def write_step_summary(result: LoopResult) -> None:
     """Append a markdown summary of the loop to $GITHUB_STEP_SUMMARY when it is set."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -274,6 +315,7 @@ def write_step_summary(result: LoopResult) -> None:
         f"**{result.status}** ({result.stop_reason}) after {result.iterations} iterations, "
         f"best reward {best}",
         "",
+        *_summary_branch(result),
         "| iteration | reward |",
         "| --- | --- |",
         *(f"| {i} | {r:.2f} |" for i, r in enumerate(result.reward_history, start=1)),
@@ -284,3 +326,11 @@ def write_step_summary(result: LoopResult) -> None:
             handle.write("\n".join(lines) + "\n")
     except OSError:
         pass  # a summary is a courtesy; never fail a loop over it
+
+
+def _summary_branch(result: LoopResult) -> list[str]:
+    if not result.branch:
+        return []
+    base = f" from `{result.base_branch}`" if result.base_branch else ""
+    best = f", best commit `{result.best_commit[:12]}`" if result.best_commit else ""
+    return [f"Branch `{result.branch}`{base}{best}", ""]

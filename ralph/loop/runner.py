@@ -95,6 +95,12 @@ class LoopResult:
     targets: list[str] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     regressions: int = 0
+    branch: str | None = None  # the loop's git branch, and where it started from
+    base_branch: str | None = None
+    base_commit: str | None = None
+    best_commit: str | None = None  # the commit holding the best iteration's tree
+    worktree: str | None = None
+    baseline_reward: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The one object `ralph run --json` prints (DESIGN.md section 10)."""
@@ -112,7 +118,26 @@ class LoopResult:
             "targets": self.targets,
             "guards": self.guards,
             "regressions": self.regressions,
+            "branch": self.branch,
+            "base_branch": self.base_branch,
+            "base_commit": self.base_commit,
+            "best_commit": self.best_commit,
         }
+
+
+def git_outcome(state: LoopState) -> dict[str, Any]:
+    """Where a loop's work is: its branch, the branch it started from, the commit holding the
+    best iteration's tree (None before the first iteration) and its worktree, if any."""
+    git = state.git or {}
+    best = state.best_iteration
+    commit = (git.get("commits") or {}).get(str(best)) if best else None
+    return {
+        "branch": git.get("branch"),
+        "base_branch": git.get("original_branch"),
+        "base_commit": git.get("base_commit"),
+        "best_commit": commit,
+        "worktree": git.get("worktree"),
+    }
 
 
 @dataclass
@@ -462,13 +487,16 @@ class LoopRunner:
             self.reporter.note(f"iteration {iteration}: {note}")
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(
-            f"ralph: {state.loop_id} iteration {iteration} reward {evaluation.reward:.2f}"
-        )
+        from ralph.workspace.commits import iteration_message
+
+        sha = self.parts.workspace.commit_iteration(iteration_message(record))
         if sha:
             record.ralph.git_commit = sha
-            if state.git is not None:
-                state.git.setdefault("commits", {})[str(iteration)] = sha
+        elif self.parts.workspace.is_git:  # the tree is HEAD's: no empty commit
+            annotate(record, ["no changes: nothing to commit"])
+        commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
+        if state.git is not None and commit:
+            state.git.setdefault("commits", {})[str(iteration)] = commit
         self.store.write_record(record)
         self.records.append(record)
         self._last_evaluation = evaluation
@@ -751,6 +779,8 @@ class LoopRunner:
             usage=dict(state.usage),
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             message=message,
+            baseline_reward=(state.baseline or {}).get("reward"),
+            **git_outcome(state),
         )
 
 
