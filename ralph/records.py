@@ -67,6 +67,7 @@ ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
 
 BEST_FAILING_REWARD = 0.99  # anything that is not success scores (and shows) at most this
+DIAGNOSTICS_PER_CHECK = 50  # diagnostics a record keeps per check (338 mypy errors: 110 KB)
 
 
 def utc_now() -> str:
@@ -245,6 +246,9 @@ class RalphExtension:
     regressions: int | None = None  # what worked before the loop and fails now
     obsolete: bool | None = None  # marked by `ralph reflections obsolete`: never injected again
     trace: TraceSummary | None = None  # the agent's trajectory in short (ralph/trace.py)
+    # every diagnostic the checks found, when `evaluator_output.errors` keeps fewer (at most
+    # DIAGNOSTICS_PER_CHECK per check, so records stay small enough to commit)
+    error_count: int | None = None
 
 
 @dataclass
@@ -270,6 +274,13 @@ class IterationRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> IterationRecord:
         return from_json(cls, data)
+
+    @property
+    def error_count(self) -> int:
+        """Diagnostics the checks found: all of them, also those the record left out."""
+        stored = len(self.evaluator_output.errors or [])
+        total = self.ralph.error_count if self.ralph else None
+        return stored if total is None else total
 
     @property
     def reward(self) -> float:

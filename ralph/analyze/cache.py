@@ -28,7 +28,7 @@ from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 5  # 3: failing rewards read capped at 0.99; 4: trace actions; 5: faster facts
+INDEX_VERSION = 6  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
 T = TypeVar("T")
 
 
@@ -102,6 +102,11 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def _count(total: Any, stored: int) -> int:
+    """`ralph.error_count` (every diagnostic, when the record keeps fewer), else those stored."""
+    return total if type(total) is int else stored
+
+
 def _ints(value: Any, what: str) -> list[int]:
     if value is None:
         return []
@@ -156,7 +161,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         str(data["timestamp"]),
         ev["passed"],
         reward,
-        len(errors),
+        _count(ext.get("error_count"), len(errors)),
         credit.get("failure_category"),
         credit.get("root_cause") or None,
         (text.strip().splitlines() or [""])[0][:200],

@@ -293,8 +293,8 @@ def render_record(record: IterationRecord, console: Console) -> None:
         for error in ev.errors[:10]:
             where = error.location() or "-"
             console.print(f"    {escape(where)}  {escape(_first_line(error.message, 120))}")
-        if len(ev.errors) > 10:
-            console.print(f"    ... {len(ev.errors) - 10} more")
+        if record.error_count > 10:
+            console.print(f"    ... {record.error_count - 10} more")
     sr = record.self_reflection
     console.print("\n[bold]reflection[/]")
     console.print(f"  {escape(sr.reflection_text)}")

@@ -476,6 +476,8 @@ class LoopRunner:
             trace=traced,
             **_judgement_fields(evaluation),
         )
+        # records stay small enough to commit: at most 50 diagnostics per check, and the total
+        record.evaluator_output, record.ralph.error_count = evaluation.recorded_output()
         if acted.timed_out:
             note = f"actor stopped at its {acted.timed_out} timeout"
             record.notes = note
@@ -610,7 +612,7 @@ class LoopRunner:
     def _previous(self, state: LoopState) -> tuple[float, int]:
         if self.records:
             last = self.records[-1]
-            return last.reward, len(last.evaluator_output.errors or [])
+            return last.reward, last.error_count
         baseline = state.baseline or {}
         return float(baseline.get("reward", 0.0)), int(baseline.get("error_count", 0))
 
