@@ -195,24 +195,28 @@ class PerformanceDelta:
 
 @dataclass
 class Usage:
-    """Tokens and money; `cost_usd` is None when unknown — never 0 for unknown."""
+    """Tokens and money; None when unknown (a `cmd:` actor's tokens, an unpriced model's
+    cost), never 0 for unknown. The actor's tokens and the cost are written as null then."""
 
-    actor_tokens_in: int | None = None
-    actor_tokens_out: int | None = None
+    actor_tokens_in: int | None = field(default=None, metadata={"nullable": True})
+    actor_tokens_out: int | None = field(default=None, metadata={"nullable": True})
     reflector_tokens_in: int | None = None
     reflector_tokens_out: int | None = None
     cost_usd: float | None = field(default=None, metadata={"nullable": True})
 
-    def tokens(self) -> int:
-        return sum(
-            n or 0
+    def tokens(self) -> int | None:
+        """The known counts summed; None when none is known."""
+        known = [
+            n
             for n in (
                 self.actor_tokens_in,
                 self.actor_tokens_out,
                 self.reflector_tokens_in,
                 self.reflector_tokens_out,
             )
-        )
+            if n is not None
+        ]
+        return sum(known) if known else None
 
 
 @dataclass

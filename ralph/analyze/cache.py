@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ralph.analyze.trace_stats import trace_facts
+from ralph.glyphs import clip
 from ralph.memory.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 6  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+INDEX_VERSION = 7  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+# 7: unknown tokens
 T = TypeVar("T")
 
 
@@ -47,7 +49,7 @@ class IterationFacts:
     source: str | None
     quality_flags: list[str]
     in_context: list[int]
-    tokens: int
+    tokens: int | None  # None: no count known (a `cmd:` actor's)
     cost_usd: float | None
     duration_ms: int
     task: str | None
@@ -148,9 +150,9 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     usage, flags = ext.get("usage") or {}, ext.get("quality_flags") or []
     if not isinstance(flags, list):
         raise ValueError("ralph.quality_flags is not a list")
-    tokens = 0
-    for key in TOKEN_FIELDS:
-        tokens += usage.get(key) or 0  # TypeError on a non-number: the file is then validated
+    counts = [usage.get(key) for key in TOKEN_FIELDS]
+    # TypeError on a non-number: the file is then validated
+    tokens = sum(n for n in counts if n is not None) if counts != [None] * 4 else None
     cost = usage.get("cost_usd")
     duration = sum((ext.get("duration_ms") or {}).values())
     task = data.get("task_description")
@@ -164,11 +166,11 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         _count(ext.get("error_count"), len(errors)),
         credit.get("failure_category"),
         credit.get("root_cause") or None,
-        (text.strip().splitlines() or [""])[0][:200],
+        clip((text.strip().splitlines() or [""])[0], 200),  # at a word: CSV shows it
         ext.get("reflection_source"),
         [str(f) for f in flags] if flags else [],
         _ints(in_context, "reflections_in_context"),
-        int(tokens),
+        None if tokens is None else int(tokens),
         None if cost is None else _number(cost, "cost_usd"),
         int(duration),
         task if isinstance(task, str) else None,

@@ -82,4 +82,4 @@ def render(records: Sequence[IterationFacts], console: Console) -> None:
             f"which passed {pct(stats['passed_when_ran_checks'])} "
             f"(the others {pct(stats['passed_otherwise'])})"
         )
-    console.print(line, markup=False, soft_wrap=True)
+    console.print(line, markup=False)

@@ -133,7 +133,7 @@ class RichReporter(PlainReporter):
         self.state: dict[str, Any] = {"iteration": 0, "phase": "", "checks": [], "rewards": []}
         self.last_output = ""  # the newest line the actor or a check printed
         self.phase_started = time.monotonic()
-        self.tokens = 0
+        self.tokens: int | None = None  # unknown until an attempt reports some
         self.cost: float | None = None
         self.live: Live | None = None
 
@@ -160,9 +160,8 @@ class RichReporter(PlainReporter):
         if s["checks"]:
             parts.append(Text("  " + "   ".join(s["checks"])))
         cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
-        parts.append(
-            Text(f"  rewards {sparkline(s['rewards'])}  tokens {self.tokens}  cost {cost}")
-        )
+        tokens = "unknown" if self.tokens is None else f"{self.tokens:,}"
+        parts.append(Text(f"  rewards {sparkline(s['rewards'])}  tokens {tokens}  cost {cost}"))
         return Group(*parts)
 
     def _refresh(self) -> None:
@@ -207,7 +206,9 @@ class RichReporter(PlainReporter):
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
         self.state["rewards"].append(record.reward)
         if record.ralph:
-            self.tokens += record.ralph.usage.tokens()
+            tokens = record.ralph.usage.tokens()
+            if tokens is not None:
+                self.tokens = (self.tokens or 0) + tokens
             if record.ralph.usage.cost_usd is not None:
                 self.cost = (self.cost or 0.0) + record.ralph.usage.cost_usd
         super().iteration_done(record, decision)

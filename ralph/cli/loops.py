@@ -270,11 +270,13 @@ def status(
     out.print(f"  task        {info['task']}", markup=False)
     out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
     out.print(f"  rewards     {glyphs.sparkline(info['reward_history'])} {info['reward_history']}")
-    out.print(
-        f"  usage       {info['usage'].get('tokens_in', 0)} in / "
-        f"{info['usage'].get('tokens_out', 0)} out tokens, "
-        f"cost {'unknown' if cost is None else f'${cost:.4f}'}"
+    tokens_in, tokens_out = info["usage"].get("tokens_in"), info["usage"].get("tokens_out")
+    tokens = (
+        "tokens unknown"
+        if tokens_in is None and tokens_out is None
+        else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
     )
+    out.print(f"  usage       {tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}")
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
     if info["stop_reason"]:

@@ -639,16 +639,12 @@ class LoopRunner:
     def _account(self, state: LoopState, record: IterationRecord, started: float) -> None:
         usage = record.ralph.usage if record.ralph else Usage()
         totals = state.usage
-        totals["tokens_in"] = (
-            int(totals.get("tokens_in", 0))
-            + (usage.actor_tokens_in or 0)
-            + (usage.reflector_tokens_in or 0)
-        )
-        totals["tokens_out"] = (
-            int(totals.get("tokens_out", 0))
-            + (usage.actor_tokens_out or 0)
-            + (usage.reflector_tokens_out or 0)
-        )
+        for key, parts in (
+            ("tokens_in", (usage.actor_tokens_in, usage.reflector_tokens_in)),
+            ("tokens_out", (usage.actor_tokens_out, usage.reflector_tokens_out)),
+        ):  # unknown (a `cmd:` actor's) stays unknown: None, never 0
+            counts = [n for n in (totals.get(key), *parts) if n is not None]
+            totals[key] = sum(counts) if counts else None
         known = [c for c in (totals.get("cost_usd"), usage.cost_usd) if c is not None]
         totals["cost_usd"] = round(sum(known), 6) if known else None
         totals["wall_seconds"] = round(time.monotonic() - started, 3)
@@ -660,7 +656,7 @@ class LoopRunner:
 
     def _spend(self, state: LoopState, started: float) -> Spend:
         usage = state.usage
-        tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
+        tokens = int(usage.get("tokens_in") or 0) + int(usage.get("tokens_out") or 0)
         return Spend(time.monotonic() - started, tokens, usage.get("cost_usd"))
 
     def _attempt_timeout(self, started: float) -> float | None:
