@@ -261,3 +261,18 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
         ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True
     )
     assert str(worktree) not in listed.stdout
+
+
+def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:
+    summary = run_loop(ralph, repo)
+    loop_id = str(summary["loop_id"])
+    assert summary["usage"]["tokens_in"] is None  # type: ignore[index]
+    record = json.loads(MemoryStore(repo).record_path(loop_id, 1).read_text())
+    usage = record["ralph"]["usage"]
+    assert "actor_tokens_in" in usage and usage["actor_tokens_in"] is None
+    assert usage["actor_tokens_out"] is None
+    status = ralph("status", loop_id, cwd=repo)
+    assert "usage       tokens unknown, cost unknown" in status.out
+    analysis = json.loads(ralph("analyze", "--json", cwd=repo).out)
+    assert analysis["summary"]["tokens"] is None and analysis["loops"][0]["tokens"] is None
+    assert "tokens unknown" in ralph("analyze", cwd=repo).out

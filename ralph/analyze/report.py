@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.errors import RalphError
 from ralph.files import atomic_write_text
-from ralph.glyphs import sparkline
+from ralph.glyphs import clip, sparkline
+from ralph.ids import short_id
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,10 +89,6 @@ def series_iterations(loop: LoopAnalysis) -> list[int]:
     """The iteration of each entry of the reward series: 0 for the baseline, then the records'."""
     head = [0] if loop.baseline_reward is not None else []
     return head + [r.iteration for r in loop.records]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _green(loop: LoopAnalysis) -> str:
@@ -309,10 +306,13 @@ def _render_breakthroughs(a: Analysis, console: Console) -> None:
     table = _table(title, ["loop", "iter", "reward", "after the reflection of"], 0, 3)
     for loop, b in jumps[:20]:
         after = "-" if b.reflection_iteration is None else f"{b.reflection_iteration}: "
-        after += escape(_clip(b.reflection or "", 80))
+        after += escape(clip(b.reflection or "", 80))
         after += f" [dim]({b.category})[/]" if b.category else ""
         table.add_row(
-            escape(loop.loop_id), str(b.iteration), f"{b.reward_before:.2f} → {b.reward:.2f}", after
+            escape(short_id(loop.loop_id)),  # the loops table above has the whole id
+            str(b.iteration),
+            f"{b.reward_before:.2f} → {b.reward:.2f}",
+            after,
         )
     console.print(table)
 
@@ -407,7 +407,7 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
         if many:  # a cloud of thin lines under the mean curve; no legend entry each
             ax.plot(xs, loop.rewards, color="tab:blue", alpha=0.15, linewidth=0.8)
         else:
-            ax.plot(xs, loop.rewards, marker="o", label=loop.loop_id)
+            ax.plot(xs, loop.rewards, marker="o", label=legend_label(loop))
         for x, value in zip(xs, loop.rewards, strict=True):
             while len(longest) <= x:
                 longest.append([])
@@ -417,13 +417,21 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
     if many:
         means = [(x, sum(v) / len(v)) for x, v in enumerate(longest) if v]
         ax.plot(*zip(*means, strict=True), color="tab:red", linewidth=2.2, label="mean")
-        ax.legend(loc="lower right", fontsize=8)
-    elif len(a.loops) > 1:
-        ax.legend(loc="lower right", fontsize=7)
+    if many or len(a.loops) > 1:  # under the chart, where it hides no curve, at a size to read
+        rows = 1 if many else (len(a.loops) + 1) // 2
+        fig.set_figheight(fig.get_figheight() + 0.28 * rows)
+        fig.legend(loc="outside lower center", ncols=1 if many else 2, fontsize=9)
     ax.set(xlabel="iteration (0 = baseline)", ylabel="reward", ylim=(-0.02, 1.05))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     return True
+
+
+def legend_label(loop: LoopAnalysis, width: int = 26) -> str:
+    """`b9b8d2a1 make the date parser…`: the loop's short id and its task, short enough for
+    two legend entries side by side."""
+    task = " ".join((loop.task or "").split())
+    return f"{short_id(loop.loop_id)} {clip(task, width)}".strip()
 
 
 def _draw_success(fig: Any, a: Analysis) -> bool:
@@ -493,11 +501,21 @@ def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
     cards = [
         ("loops", str(s.loops)),
         ("success rate", _pct(s.success_rate)),
+        *(
+            [
+                (
+                    "acceptance",
+                    f"{_pct(s.acceptance['acceptance_rate'])} of {s.acceptance['reviewed']}",
+                )
+            ]
+            if s.acceptance.get("reviewed")
+            else []
+        ),
         ("mean iterations to green", _num(s.mean_iterations_to_green, 1)),
         ("median iterations to green", _num(s.median_iterations_to_green, 1)),
         ("iterations", str(s.iterations)),
         ("tokens", _tokens(s.tokens)),
-        ("cost", _money(s.cost_usd)),
+        ("cost", "unknown" if s.cost_usd is None else _money(s.cost_usd)),
         ("wall time", _duration(s.wall_seconds)),
         ("invalid files", str(len(a.invalid_files))),
     ]

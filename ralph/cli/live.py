@@ -61,6 +61,7 @@ class PlainReporter:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.max_iterations = 0
+        self.next_steps = True  # the final lines: the branch and what to do with it
 
     def line(self, text: str) -> None:
         if not self.quiet:
@@ -113,7 +114,7 @@ class PlainReporter:
         )
         if result.message:
             self.line(result.message)
-        for text in next_steps(result):
+        for text in next_steps(result) if self.next_steps else []:
             self.block(text)
         write_step_summary(result)
 

@@ -333,19 +333,27 @@ def demo(
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
-    """Run the whole loop offline on a small buggy repository (scripted actor by default)."""
+    """Run the whole loop offline on a small buggy repository (scripted actor by default); the
+    repository is removed at the end unless --keep names where to build it."""
+    import shutil
+
     from ralph.cli import demo
     from ralph.cli import live as ui
     from ralph.loop import assembly as runner
 
     repo = demo.prepare(keep)
-    out = console(stderr=as_json)
-    who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
-    out.print(f"ralph demo: {demo.TASK}", markup=False)
-    out.print(f"repository {repo}; {who}", markup=False)
-    reporter = ui.make_reporter(quiet=quiet)
-    flags = demo.flags_for(actor, reflector)
-    result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
-    if not quiet:
-        demo.show_outcome(repo, result.loop_id, out)
+    try:
+        out = console(stderr=as_json)
+        who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
+        out.print(f"ralph demo: {demo.TASK}", markup=False)
+        out.print(f"repository {repo}; {who}", markup=False)
+        reporter = ui.make_reporter(quiet=quiet)
+        reporter.next_steps = keep is not None  # no "apply" of a repository about to go
+        flags = demo.flags_for(actor, reflector)
+        result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
+        if not quiet:
+            demo.show_outcome(repo, result.loop_id, out, kept=keep is not None)
+    finally:
+        if keep is None:
+            shutil.rmtree(repo, ignore_errors=True)
     _finish(result, as_json)
