@@ -85,13 +85,15 @@ def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo:
     summary = run_loop(ralph, repo)
     loop_id, branch = str(summary["loop_id"]), str(summary["branch"])
     lines = str(summary["_err"]).splitlines()
+    assert any("iteration 1: root cause: " in line for line in lines)  # not "My attempt ..."
     tail = lines[lines.index(next(x for x in lines if x.startswith("branch  "))) :]
     assert tail == [
-        f"branch  {branch} (from main), best: iteration 3 ({str(summary['best_commit'])[:12]})",
+        f"branch  {branch} (from main)",
+        f"best    iteration 3, reward 1.00, commit {str(summary['best_commit'])[:12]}",
         f"review  git diff main...{branch}",
         f"apply   git switch main && ralph apply {loop_id}",
         f"        (or git merge --squash {branch})",
-        "drop    ralph prune (deletes finished loops' branches; records stay)",
+        "drop    ralph prune (removes finished loops' branches, keeps records)",
     ]
 
 
@@ -273,6 +275,7 @@ def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> N
     assert usage["actor_tokens_out"] is None
     status = ralph("status", loop_id, cwd=repo)
     assert "usage       tokens unknown, cost unknown" in status.out
+    assert f"branch      {summary['branch']} (best commit " in status.out
     analysis = json.loads(ralph("analyze", "--json", cwd=repo).out)
     assert analysis["summary"]["tokens"] is None and analysis["loops"][0]["tokens"] is None
     assert "tokens unknown" in ralph("analyze", cwd=repo).out

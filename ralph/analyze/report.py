@@ -457,7 +457,7 @@ def _draw_categories(fig: Any, a: Analysis) -> bool:
     ax = fig.subplots()
     names = [c.category for c in reversed(cats)]
     bars = ax.barh(names, [c.iterations for c in reversed(cats)], color="tab:orange")
-    ax.bar_label(bars, padding=3, fontsize=8)
+    ax.bar_label(bars, padding=3, fontsize=9)
     ax.set(xlabel="failed iterations")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="x", alpha=0.3)

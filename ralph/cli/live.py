@@ -96,8 +96,13 @@ class PlainReporter:
             self.line(f"    {where}  {error.message.splitlines()[0] if error.message else ''}")
 
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
+        credit = record.self_reflection.credit_assignment
         text = record.self_reflection.reflection_text.strip().splitlines()
-        if not record.evaluator_output.passed and text:
+        if record.evaluator_output.passed:
+            pass
+        elif credit and credit.root_cause:  # what differs from the last attempt, first
+            self.line(f"iteration {record.iteration}: root cause: {clip(credit.root_cause, 160)}")
+        elif text:
             self.line(f"iteration {record.iteration}: reflection: {clip(text[0], 160)}")
         if decision.stop:
             self.line(f"stop: {decision.action} — {decision.reason}")
@@ -142,7 +147,9 @@ class RichReporter(PlainReporter):
         self.console.print(redact(text), markup=False, highlight=False)
 
     def block(self, text: str) -> None:
-        self.line(text)
+        """A command is never cut by a newline of ours: the terminal wraps it, so it copies
+        whole."""
+        self.console.print(redact(text), markup=False, highlight=False, soft_wrap=True)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -284,24 +291,24 @@ def next_steps(result: LoopResult) -> list[str]:
     shown = result.branch if at_tip or best is None else best[:12]
     base = result.base_branch or (result.base_commit or "HEAD")[:12]
     where = f"branch  {result.branch} (from {base})"
+    drop = "drop    ralph prune (removes finished loops' branches, keeps records)"
     improved = (
         best is not None
         and result.best_reward is not None
         and result.best_reward > (result.baseline_reward or 0.0)
     )
     if not improved:
-        return [
-            f"{where}: no iteration did better than the starting point",
-            "drop    ralph prune (deletes finished loops' branches; records stay)",
-        ]
+        return [where, "best    no iteration did better than the starting point", drop]
     assert best is not None
     switch = "" if result.worktree else f"git switch {base} && "
+    reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
     return [
-        f"{where}, best: iteration {result.best_iteration} ({best[:12]})",
+        where,
+        f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
         f"review  git diff {base}...{shown}",
         f"apply   {switch}ralph apply {result.loop_id}",
         f"        (or git merge --squash {shown})",
-        "drop    ralph prune (deletes finished loops' branches; records stay)",
+        drop,
     ]
 
 

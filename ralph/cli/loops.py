@@ -277,6 +277,9 @@ def status(
         else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
     )
     out.print(f"  usage       {tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}")
+    if info.get("branch"):
+        best = f" (best commit {info['best_commit'][:12]})" if info.get("best_commit") else ""
+        out.print(f"  branch      {info['branch']}{best}", markup=False)
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
     if info["stop_reason"]:
