@@ -279,3 +279,21 @@ def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> N
     analysis = json.loads(ralph("analyze", "--json", cwd=repo).out)
     assert analysis["summary"]["tokens"] is None and analysis["loops"][0]["tokens"] is None
     assert "tokens unknown" in ralph("analyze", cwd=repo).out
+
+
+def test_a_loop_on_an_old_style_branch_resumes_on_it(ralph: RunCli, repo: Path) -> None:
+    """Loops started before the branch names changed keep `ralph/ralph-…`: their state names it."""
+    summary = run_loop(ralph, repo, "--max-iterations", "1")
+    loop_id = str(summary["loop_id"])
+    old = f"ralph/{loop_id}"
+    git(repo, "branch", "-m", str(summary["branch"]), old)
+    store = MemoryStore(repo)
+    state = store.read_state(loop_id)
+    assert state.git is not None
+    state.git["branch"] = old
+    store.write_state(state)
+    resumed = ralph("resume", loop_id, "--max-iterations", "3", "--json", cwd=repo)
+    assert resumed.code == 0, resumed.err
+    assert json.loads(resumed.out)["branch"] == old
+    assert git(repo, "branch", "--show-current") == old
+    assert subjects(repo, old)[0].startswith(f"ralph({loop_id[-8:]}): iteration 3 — ")
