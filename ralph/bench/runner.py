@@ -195,7 +195,7 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         loop_id=entry.loop_id,
         green_at=green_at,
         iterations=state.iteration if state else 0,
-        tokens=int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0)),
+        tokens=int(usage.get("tokens_in") or 0) + int(usage.get("tokens_out") or 0),
         cost_usd=usage.get("cost_usd"),
         wall_seconds=float(usage.get("wall_seconds", 0.0)),
         status=store.effective_status(state) if state else "not started",

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import loops, many, reflections
+from ralph.cli import finish, loops, many, reflections
 from ralph.errors import RalphError
 
 app = typer.Typer(
@@ -33,6 +33,8 @@ app.command()(loops.abort)
 app.command()(loops.check)
 app.command()(loops.init)
 app.command()(loops.demo)
+app.command()(finish.apply)
+app.command()(finish.prune)
 app.add_typer(reflections.reflections_app, name="reflections")
 app.command("trace")(reflections.trace_command)
 app.command()(reflections.feedback)

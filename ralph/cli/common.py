@@ -23,11 +23,16 @@ IterationArg = Annotated[
 
 
 def console(stderr: bool = False) -> Console:
-    """Rich on a terminal; plain lines without a TTY or with CI=true."""
+    """Rich on a terminal; plain lines without a TTY or with CI=true. Text is wrapped only on
+    a terminal (or at an explicit COLUMNS): a pipe or a file gets whole lines, not lines cut
+    at 80 columns."""
     from rich.console import Console
 
     plain = os.environ.get("CI", "").lower() == "true" or os.environ.get("NO_COLOR") is not None
-    return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain)
+    out = Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=plain)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.soft_wrap = True
+    return out
 
 
 def print_json(data: Any) -> None:

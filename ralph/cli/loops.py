@@ -270,11 +270,16 @@ def status(
     out.print(f"  task        {info['task']}", markup=False)
     out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
     out.print(f"  rewards     {glyphs.sparkline(info['reward_history'])} {info['reward_history']}")
-    out.print(
-        f"  usage       {info['usage'].get('tokens_in', 0)} in / "
-        f"{info['usage'].get('tokens_out', 0)} out tokens, "
-        f"cost {'unknown' if cost is None else f'${cost:.4f}'}"
+    tokens_in, tokens_out = info["usage"].get("tokens_in"), info["usage"].get("tokens_out")
+    tokens = (
+        "tokens unknown"
+        if tokens_in is None and tokens_out is None
+        else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
     )
+    out.print(f"  usage       {tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}")
+    if info.get("branch"):
+        best = f" (best commit {info['best_commit'][:12]})" if info.get("best_commit") else ""
+        out.print(f"  branch      {info['branch']}{best}", markup=False)
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
     if info["stop_reason"]:
@@ -331,19 +336,27 @@ def demo(
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
-    """Run the whole loop offline on a small buggy repository (scripted actor by default)."""
+    """Run the whole loop offline on a small buggy repository (scripted actor by default); the
+    repository is removed at the end unless --keep names where to build it."""
+    import shutil
+
     from ralph.cli import demo
     from ralph.cli import live as ui
     from ralph.loop import assembly as runner
 
     repo = demo.prepare(keep)
-    out = console(stderr=as_json)
-    who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
-    out.print(f"ralph demo: {demo.TASK}", markup=False)
-    out.print(f"repository {repo}; {who}", markup=False)
-    reporter = ui.make_reporter(quiet=quiet)
-    flags = demo.flags_for(actor, reflector)
-    result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
-    if not quiet:
-        demo.show_outcome(repo, result.loop_id, out)
+    try:
+        out = console(stderr=as_json)
+        who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
+        out.print(f"ralph demo: {demo.TASK}", markup=False)
+        out.print(f"repository {repo}; {who}", markup=False)
+        reporter = ui.make_reporter(quiet=quiet)
+        reporter.next_steps = keep is not None  # no "apply" of a repository about to go
+        flags = demo.flags_for(actor, reflector)
+        result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
+        if not quiet:
+            demo.show_outcome(repo, result.loop_id, out, kept=keep is not None)
+    finally:
+        if keep is None:
+            shutil.rmtree(repo, ignore_errors=True)
     _finish(result, as_json)

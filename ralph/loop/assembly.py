@@ -17,7 +17,14 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
-from ralph.loop.runner import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
+from ralph.loop.runner import (
+    ABORTED_MESSAGE,
+    LoopResult,
+    LoopRunner,
+    Parts,
+    Reporter,
+    git_outcome,
+)
 from ralph.memory.locks import same_process
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
@@ -134,6 +141,8 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             usage=dict(state.usage),
             reflections_dir=str(store.reflections_dir(loop_id)),
             message=ABORTED_MESSAGE,
+            baseline_reward=(state.baseline or {}).get("reward"),
+            **git_outcome(state),
         )
         reporter.loop_finished(result)
         return result
@@ -325,8 +334,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "baseline_reward": (state.baseline or {}).get("reward"),
         "reward_history": state.reward_history,
         "usage": state.usage,
-        "branch": (state.git or {}).get("branch"),
-        "worktree": (state.git or {}).get("worktree"),
+        **git_outcome(state),  # branch, base_branch, best_commit, worktree
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }

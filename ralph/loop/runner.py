@@ -95,6 +95,12 @@ class LoopResult:
     targets: list[str] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     regressions: int = 0
+    branch: str | None = None  # the loop's git branch, and where it started from
+    base_branch: str | None = None
+    base_commit: str | None = None
+    best_commit: str | None = None  # the commit holding the best iteration's tree
+    worktree: str | None = None
+    baseline_reward: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The one object `ralph run --json` prints (DESIGN.md section 10)."""
@@ -112,7 +118,26 @@ class LoopResult:
             "targets": self.targets,
             "guards": self.guards,
             "regressions": self.regressions,
+            "branch": self.branch,
+            "base_branch": self.base_branch,
+            "base_commit": self.base_commit,
+            "best_commit": self.best_commit,
         }
+
+
+def git_outcome(state: LoopState) -> dict[str, Any]:
+    """Where a loop's work is: its branch, the branch it started from, the commit holding the
+    best iteration's tree (None before the first iteration) and its worktree, if any."""
+    git = state.git or {}
+    best = state.best_iteration
+    commit = (git.get("commits") or {}).get(str(best)) if best else None
+    return {
+        "branch": git.get("branch"),
+        "base_branch": git.get("original_branch"),
+        "base_commit": git.get("base_commit"),
+        "best_commit": commit,
+        "worktree": git.get("worktree"),
+    }
 
 
 @dataclass
@@ -451,6 +476,8 @@ class LoopRunner:
             trace=traced,
             **_judgement_fields(evaluation),
         )
+        # records stay small enough to commit: at most 50 diagnostics per check, and the total
+        record.evaluator_output, record.ralph.error_count = evaluation.recorded_output()
         if acted.timed_out:
             note = f"actor stopped at its {acted.timed_out} timeout"
             record.notes = note
@@ -462,13 +489,16 @@ class LoopRunner:
             self.reporter.note(f"iteration {iteration}: {note}")
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(
-            f"ralph: {state.loop_id} iteration {iteration} reward {evaluation.reward:.2f}"
-        )
+        from ralph.workspace.commits import iteration_message
+
+        sha = self.parts.workspace.commit_iteration(iteration_message(record))
         if sha:
             record.ralph.git_commit = sha
-            if state.git is not None:
-                state.git.setdefault("commits", {})[str(iteration)] = sha
+        elif self.parts.workspace.is_git:  # the tree is HEAD's: no empty commit
+            annotate(record, ["no changes: nothing to commit"])
+        commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
+        if state.git is not None and commit:
+            state.git.setdefault("commits", {})[str(iteration)] = commit
         self.store.write_record(record)
         self.records.append(record)
         self._last_evaluation = evaluation
@@ -582,7 +612,7 @@ class LoopRunner:
     def _previous(self, state: LoopState) -> tuple[float, int]:
         if self.records:
             last = self.records[-1]
-            return last.reward, len(last.evaluator_output.errors or [])
+            return last.reward, last.error_count
         baseline = state.baseline or {}
         return float(baseline.get("reward", 0.0)), int(baseline.get("error_count", 0))
 
@@ -609,16 +639,12 @@ class LoopRunner:
     def _account(self, state: LoopState, record: IterationRecord, started: float) -> None:
         usage = record.ralph.usage if record.ralph else Usage()
         totals = state.usage
-        totals["tokens_in"] = (
-            int(totals.get("tokens_in", 0))
-            + (usage.actor_tokens_in or 0)
-            + (usage.reflector_tokens_in or 0)
-        )
-        totals["tokens_out"] = (
-            int(totals.get("tokens_out", 0))
-            + (usage.actor_tokens_out or 0)
-            + (usage.reflector_tokens_out or 0)
-        )
+        for key, parts in (
+            ("tokens_in", (usage.actor_tokens_in, usage.reflector_tokens_in)),
+            ("tokens_out", (usage.actor_tokens_out, usage.reflector_tokens_out)),
+        ):  # unknown (a `cmd:` actor's) stays unknown: None, never 0
+            counts = [n for n in (totals.get(key), *parts) if n is not None]
+            totals[key] = sum(counts) if counts else None
         known = [c for c in (totals.get("cost_usd"), usage.cost_usd) if c is not None]
         totals["cost_usd"] = round(sum(known), 6) if known else None
         totals["wall_seconds"] = round(time.monotonic() - started, 3)
@@ -630,7 +656,7 @@ class LoopRunner:
 
     def _spend(self, state: LoopState, started: float) -> Spend:
         usage = state.usage
-        tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
+        tokens = int(usage.get("tokens_in") or 0) + int(usage.get("tokens_out") or 0)
         return Spend(time.monotonic() - started, tokens, usage.get("cost_usd"))
 
     def _attempt_timeout(self, started: float) -> float | None:
@@ -751,6 +777,8 @@ class LoopRunner:
             usage=dict(state.usage),
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             message=message,
+            baseline_reward=(state.baseline or {}).get("reward"),
+            **git_outcome(state),
         )
 
 

@@ -32,13 +32,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
+from ralph.glyphs import clip
 from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
 from ralph.memory.sqlite_cache import create, open_cache
 from ralph.memory.store import RECORD_NAME, MemoryStore
 
 INDEX_NAME = "search.sqlite"
-INDEX_VERSION = 2  # bump when what is indexed changes: an index of another version is rebuilt
+INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
 RACY_NS = 2_000_000_000
 # bm25 column weights for `ralph reflections search`: the root cause and lessons say most.
 # bm25 weights of the columns: task, reflection, root_cause, insights, lessons, errors
@@ -505,7 +506,7 @@ def _document(
         float(confidence) if isinstance(confidence, int | float) else None,
         ext.get("error_fingerprint") or None,
         None if improved is None else int(bool(improved)),
-        (text.strip().splitlines() or [""])[0][:200],
+        clip((text.strip().splitlines() or [""])[0], 200),
         root if isinstance(root, str) and root else None,
         json.dumps(failure.to_json()),
         json.dumps(lessons) if lessons else None,
