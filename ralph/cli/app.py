@@ -14,14 +14,15 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import loops, many, reflections
+from ralph.cli import doctor, loops, many, reflections
 from ralph.errors import RalphError
 
 app = typer.Typer(
     name="ralph",
     help="Run a coding agent in a Reflexion loop until the project's own checks pass.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion; loop ids complete (common.complete_loop_id)
+    rich_markup_mode=None,  # plain help: no <bool> or boxes, readable at 80 columns and in pipes
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -31,10 +32,12 @@ app.command()(loops.resume)
 app.command()(loops.status)
 app.command()(loops.abort)
 app.command()(loops.check)
+app.command("doctor")(doctor.doctor_command)
 app.command()(loops.init)
 app.command()(loops.demo)
 app.add_typer(reflections.reflections_app, name="reflections")
 app.command("trace")(reflections.trace_command)
+app.command("prompt")(reflections.prompt_command)
 app.command()(reflections.feedback)
 app.command()(many.analyze)
 app.command("batch")(many.batch_command)
