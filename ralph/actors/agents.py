@@ -554,7 +554,11 @@ class AgentChatClient:
             )
         parsed = preset.parse(result.stdout)
         if result.timed_out or not parsed.text.strip():
-            why = "timed out" if result.timed_out else f"gave no answer (exit {result.exit_code})"
+            why = (
+                f"timed out after {self.timeout:g}s (--reflector-timeout)"
+                if result.timed_out
+                else f"gave no answer (exit {result.exit_code})"
+            )
             detail = (parsed.error or result.stderr.strip() or result.stdout.strip())[-300:]
             raise ProviderError(f"{preset.name} {why}", hint=detail or None)
         return ChatResponse(

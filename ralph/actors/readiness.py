@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,26 +71,6 @@ class AgentProbe:
             "credentials": self.credentials.to_json() if self.credentials else None,
             "install": self.install,
         }
-
-
-def probe_agents(
-    environ: Mapping[str, str], root: Path, *, actor_args: Sequence[str] = ()
-) -> list[AgentProbe]:
-    """Every preset, in `--actor auto`'s order, probed in parallel (their versions take a
-    process start each)."""
-    from ralph.actors.agents import PRESETS
-    from ralph.actors.registry import PRESET_ORDER
-
-    def one(name: str) -> AgentProbe:
-        preset = PRESETS[name]
-        path = process.which(preset.binary, path=environ.get("PATH"))
-        if path is None:
-            return AgentProbe(name, None, None, None, preset.install)
-        found = credentials(name, environ, root=root, actor_args=actor_args, binary=path)
-        return AgentProbe(name, path, version(path, environ, root), found, preset.install)
-
-    with ThreadPoolExecutor(len(PRESET_ORDER), thread_name_prefix="ralph-probe") as pool:
-        return list(pool.map(one, PRESET_ORDER))
 
 
 def version(binary: str, environ: Mapping[str, str], root: Path) -> str | None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralph import process
 from ralph.actors.base import Actor
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
+
+if TYPE_CHECKING:
+    from ralph.actors.readiness import AgentProbe
 
 PRESET_ORDER = ("claude", "codex", "aider", "gemini", "opencode")
 # Sensible current defaults when only the provider is named (`openai`, `anthropic:`).
@@ -190,3 +194,25 @@ def prompt_as_sent(actor: Actor, prompt: str, workdir: Path) -> str:
     if isinstance(actor, LLMActor):
         return shown_messages(actor.messages(prompt, workdir))
     return prompt
+
+
+def probe_agents(
+    environ: Mapping[str, str], root: Path, *, actor_args: Sequence[str] = ()
+) -> list[AgentProbe]:
+    """Every preset, in `--actor auto`'s order, as found here (`ralph doctor`); in parallel,
+    as each version takes a process start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ralph.actors.agents import PRESETS
+    from ralph.actors.readiness import AgentProbe, credentials, version
+
+    def one(name: str) -> AgentProbe:
+        preset = PRESETS[name]
+        path = process.which(preset.binary, path=environ.get("PATH"))
+        if path is None:
+            return AgentProbe(name, None, None, None, preset.install)
+        found = credentials(name, environ, root=root, actor_args=actor_args, binary=path)
+        return AgentProbe(name, path, version(path, environ, root), found, preset.install)
+
+    with ThreadPoolExecutor(len(PRESET_ORDER), thread_name_prefix="ralph-probe") as pool:
+        return list(pool.map(one, PRESET_ORDER))

@@ -24,7 +24,7 @@ app = typer.Typer(
     add_completion=True,  # --install-completion; loop ids complete (common.complete_loop_id)
     rich_markup_mode=None,  # plain help: no <bool> or boxes, readable at 80 columns and in pipes
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 
 app.command()(loops.run)

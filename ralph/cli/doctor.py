@@ -109,7 +109,7 @@ def render(rows: list[Row], ok: bool) -> None:
 def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) -> list[Row]:
     """Every finding, in the order a loop meets them."""
     from ralph import config
-    from ralph.actors.readiness import probe_agents
+    from ralph.actors.registry import probe_agents
     from ralph.loop.assembly import project_root
     from ralph.memory.store import MemoryStore
     from ralph.providers.registry import probe_providers

@@ -303,6 +303,8 @@ class MemoryStore:
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:
+            if not re.fullmatch(r"[a-z0-9-]+", text):
+                validate_loop_id(text)  # not even a prefix of an id: say what ids look like
             raise StoreError(
                 f"unknown loop {text!r}",
                 hint="`ralph reflections list` shows the loops; `latest` is the newest",
