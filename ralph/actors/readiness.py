@@ -78,7 +78,7 @@ def version(binary: str, environ: Mapping[str, str], root: Path) -> str | None:
     result = process.run(
         [binary, "--version"], cwd=root, env=dict(environ), wall_timeout=VERSION_TIMEOUT
     )
-    if result.timed_out:
+    if result.timed_out or result.exit_code != 0:
         return None
     for line in (result.stdout + "\n" + result.stderr).splitlines():
         if line.strip():

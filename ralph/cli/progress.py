@@ -17,6 +17,7 @@ from ralph.cli.live import is_ci
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.spinner import Spinner
 
     from ralph.evaluators.base import CheckOutcome
 
@@ -32,6 +33,7 @@ class CheckProgress:
         self.started = time.monotonic()
         self.finished: dict[str, tuple[str, float]] = {}  # name -> (status, seconds)
         self._lock = threading.Lock()
+        self._spinner: Spinner | None = None
 
     def done(self, outcome: CheckOutcome) -> None:
         with self._lock:
@@ -62,7 +64,10 @@ class CheckProgress:
         from rich.text import Text
 
         (header, style), *rows = self.lines()
-        return Group(Spinner("dots", text=Text(header, style=style)), *(Text(*r) for r in rows))
+        if self._spinner is None:  # one spinner, so that it turns
+            self._spinner = Spinner("dots")
+        self._spinner.update(text=Text(header, style=style))
+        return Group(self._spinner, *(Text(*r) for r in rows))
 
 
 @contextlib.contextmanager
