@@ -22,7 +22,6 @@ from ralph import schemas
 from ralph.errors import ConfigError
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
-PYPROJECT = "pyproject.toml"
 CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell", "judge")
 Role = Literal["target", "guard"]  # how a check is judged: docs/architecture.md, Judging
 ROLES: tuple[Role, ...] = ("target", "guard")
@@ -284,6 +283,9 @@ def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read YAML: {first}") from None
     return _checked(str(path), data)
+
+
+PYPROJECT = "pyproject.toml"
 
 
 def read_pyproject(root: Path) -> dict[str, Any]:

@@ -14,9 +14,7 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 from __future__ import annotations
 
 import math
-import os
 import re
-import shlex
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -465,6 +463,8 @@ class AgentActor:
     def preflight(self) -> None:
         """The binary, and credentials it can use unattended (never a login prompt that would
         sit out the iteration timeout): see actors/readiness.py."""
+        import os
+
         from ralph.actors.readiness import credentials
 
         binary = self.binary()
@@ -479,6 +479,8 @@ class AgentActor:
 
     def describe(self) -> str:
         """The command line of an attempt, for `ralph run --dry-run`."""
+        import shlex
+
         head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
         argv = shlex.join([self.preset.binary, *head, *self.actor_args, *tail])
         return argv + (" < prompt.md" if self.preset.prompt_on_stdin else "")

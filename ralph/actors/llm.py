@@ -87,16 +87,14 @@ class LLMActor:
     def preflight(self) -> None:
         """The provider client checked its key and endpoint when it was made."""
 
-    def messages(self, prompt: str, workdir: Path) -> list[Message]:
-        """What the model is sent: the rules, then the prompt with the files it points at."""
-        message = build_user_message(prompt, workdir, self.context_tokens * CHARS_PER_TOKEN)
-        return [Message("system", SYSTEM_PROMPT), Message("user", message)]
-
     def act(self, prompt: str, ctx: ActorContext) -> ActorResult:
         started = time.monotonic()
-        messages = self.messages(prompt, ctx.workdir)
-        write_prompt(ctx, shown_messages(messages))
-        response = self.client.chat(messages, max_tokens=self.max_tokens)
+        message = build_user_message(prompt, ctx.workdir, self.context_tokens * CHARS_PER_TOKEN)
+        write_prompt(ctx, f"<!-- system -->\n{SYSTEM_PROMPT}\n<!-- user -->\n{message}")
+        response = self.client.chat(
+            [Message("system", SYSTEM_PROMPT), Message("user", message)],
+            max_tokens=self.max_tokens,
+        )
         if ctx.on_output is not None:
             ctx.on_output("stdout", response.text)
         report = apply_edits(response.text, ctx.workdir)
@@ -121,6 +119,12 @@ class LLMActor:
     def chat_client(self) -> ChatClient:
         return self.client
 
+    def messages(self, prompt: str, workdir: Path) -> list[Message]:
+        """What `act` sends the model: the rules, then the prompt with the files it points at
+        (`ralph run --dry-run` shows them)."""
+        message = build_user_message(prompt, workdir, self.context_tokens * CHARS_PER_TOKEN)
+        return [Message("system", SYSTEM_PROMPT), Message("user", message)]
+
     def describe(self) -> str:
         endpoint = getattr(self.client, "endpoint", None)
         where = f" at {endpoint}" if endpoint else ""
@@ -128,7 +132,7 @@ class LLMActor:
 
 
 def shown_messages(messages: list[Message]) -> str:
-    """The messages as prompt.md keeps them (and `ralph run --dry-run` prints them)."""
+    """The messages as one text, each under its role (`ralph run --dry-run` prints them)."""
     return "\n".join(f"<!-- {m.role} -->\n{m.content}" for m in messages)
 
 
