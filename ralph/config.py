@@ -1,7 +1,10 @@
-"""Settings: defaults < .aiwg/ralph/config.yaml < RALPH_* environment < command-line flags.
+"""Settings: defaults < pyproject.toml [tool.ralph] < .aiwg/ralph/config.yaml < --config FILE <
+RALPH_* environment < command-line flags.
 
 Every source is validated against `schemas/config.schema.json` before it is merged, so a typo
-in any of them is named (with the closest valid key) instead of silently ignored.
+in any of them is named (with the closest valid key) instead of silently ignored. The project's
+shared choices go in pyproject.toml, ralph's own file overrides them, a file named for one run
+overrides both, and the environment and flags are the moment's choice.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
 Role = Literal["target", "guard"]  # how a check is judged: docs/architecture.md, Judging
 ROLES: tuple[Role, ...] = ("target", "guard")
 SUCCESS_MODES = ("baseline", "strict")
-DURATION_KEYS = ("timeout", "iteration_timeout", "idle_timeout", "check_timeout")
+DURATION_KEYS = (
+    "timeout",
+    "iteration_timeout",
+    "idle_timeout",
+    "check_timeout",
+    "reflector_timeout",
+)
 BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet")
 
 
@@ -68,6 +77,7 @@ class CheckSpec:
 class Settings:
     actor: str = "auto"
     actor_args: list[str] = field(default_factory=list)
+    model: str | None = None  # the actor's model: an agent CLI's --model, a provider's MODEL
     reflector: str | None = None
     test: str | None = None
     checks: list[CheckSpec] = field(default_factory=list)
@@ -84,6 +94,7 @@ class Settings:
     iteration_timeout: float | None = 1800.0
     idle_timeout: float | None = 600.0
     check_timeout: float | None = 900.0
+    reflector_timeout: float | None = 300.0
     output_cap: int = 200_000
     no_git: bool = False
     allow_dirty: bool = False
@@ -250,23 +261,66 @@ def _validate(source: str, data: dict[str, Any]) -> None:
         raise ConfigError(f"{source}: {problems[0]}", hint="see README section Configuration")
 
 
-def read_file(path: Path) -> dict[str, Any]:
-    """The YAML config file, validated; a missing file is an empty config."""
+def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
+    """A YAML config file (or a TOML one: its [tool.ralph] table, else the whole document),
+    validated; a missing file is an empty config unless `required` (a file the user named)."""
+    if not path.is_file():
+        if required:
+            raise ConfigError(
+                f"config file {path} not found", hint="check the path given to --config"
+            )
+        return {}
+    if path.suffix == ".toml":
+        document = _read_toml(path)
+        table = _tool_ralph(document)
+        return _checked(str(path), document if table is None else table, toml=True)
     import yaml
 
-    if not path.exists():
-        return {}
     try:
         data = yaml.safe_load(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read YAML: {first}") from None
+    return _checked(str(path), data)
+
+
+PYPROJECT = "pyproject.toml"
+
+
+def read_pyproject(root: Path) -> dict[str, Any]:
+    """`[tool.ralph]` of the project's pyproject.toml, validated; keys may use dashes
+    (`max-iterations`), as pyproject tables usually do."""
+    path = root / PYPROJECT
+    if not path.is_file():
+        return {}
+    table = _tool_ralph(_read_toml(path))
+    if table is None:
+        return {}
+    return _checked(f"{path} [tool.ralph]", table, toml=True)
+
+
+def _tool_ralph(document: dict[str, Any]) -> Any:
+    tool = document.get("tool")
+    return tool.get("ralph") if isinstance(tool, dict) else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read TOML: {exc}") from None
+
+
+def _checked(source: str, data: Any, *, toml: bool = False) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
-    _validate(str(path), data)
-    return data
+        raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
+    settings = {str(key).replace("-", "_") if toml else key: v for key, v in data.items()}
+    _validate(source, settings)
+    return settings
 
 
 def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
@@ -297,10 +351,11 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
     return data
 
 
-# Variables ralph sets for actors; they are not settings.
+# Variables ralph sets for actors, and RALPH_CONFIG (the --config file): they are not settings.
 RUNTIME_VARIABLES = frozenset(
     {"RALPH_PROMPT_FILE", "RALPH_LOOP_ID", "RALPH_ITERATION", "RALPH_WORKDIR", "RALPH_DEBUG"}
     | {"RALPH_OWNER_PID"}  # set by process.py on everything ralph starts
+    | {"RALPH_CONFIG"}
 )
 
 
@@ -309,13 +364,20 @@ def load(
     flags: dict[str, Any] | None = None,
     environ: dict[str, str] | os._Environ[str] | None = None,
 ) -> Settings:
-    """Merge every source, later ones winning; flags equal to None were not given."""
-    merged: dict[str, Any] = {}
-    configured = read_file(root / CONFIG_FILE)
-    merged.update(configured)
-    env = read_env(os.environ if environ is None else environ)
-    merged.update(env)
+    """Merge every source, later ones winning; flags equal to None were not given.
+
+    `flags` may carry `config`: the `--config FILE` (else `RALPH_CONFIG` names it)."""
+    env_source = os.environ if environ is None else environ
     given = {k: v for k, v in (flags or {}).items() if v is not None}
+    extra = given.pop("config", None) or env_source.get("RALPH_CONFIG", "").strip() or None
+    configured: dict[str, Any] = {}
+    for source in (read_pyproject(root), read_file(root / CONFIG_FILE)):
+        configured.update(source)
+    if extra is not None:
+        configured.update(read_file(Path(extra).expanduser(), required=True))
+    merged = dict(configured)
+    env = read_env(env_source)
+    merged.update(env)
     if given:
         _validate("command line", given)
     merged.update(given)
@@ -325,6 +387,32 @@ def load(
         merged["checks"] = [by_name.get(c, c) if isinstance(c, str) else c for c in named]
         merged["named_checks"] = [parse_check(c).name for c in merged["checks"]]
     return from_mapping(merged)
+
+
+def sources(
+    root: Path,
+    flags: dict[str, Any] | None = None,
+    environ: dict[str, str] | os._Environ[str] | None = None,
+) -> list[str]:
+    """Where the settings `load` merges come from, lowest first (for `ralph doctor`)."""
+    env = os.environ if environ is None else environ
+    found = []
+    if read_pyproject(root):
+        found.append(f"{PYPROJECT} [tool.ralph]")
+    if (root / CONFIG_FILE).is_file():
+        found.append(str(CONFIG_FILE))
+    extra = (flags or {}).get("config") or env.get("RALPH_CONFIG", "").strip()
+    if extra:
+        found.append(f"--config {extra}")
+    variables = sorted(
+        n for n in env if n.startswith("RALPH_") and n not in RUNTIME_VARIABLES and env[n]
+    )
+    if variables:
+        found.append(", ".join(variables))
+    given = [k for k, v in (flags or {}).items() if v is not None and k != "config"]
+    if given:
+        found.append("flags: " + ", ".join(given))
+    return found
 
 
 def from_mapping(data: dict[str, Any]) -> Settings:

@@ -19,6 +19,7 @@ from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
 
 from .conftest import REPO
+from .fakes import AGENT_CREDENTIALS
 from .fakes.actions import path_with, run_action, summary_of
 from .fakes.calc_project import git, make_calc_repo
 
@@ -188,6 +189,7 @@ def run_it(workspace: Path, tmp_path: Path, **inputs: str) -> tuple[Any, Path, d
         "FAKE_AGENT_ANSWER": json.dumps(ANSWER),
         "FAKE_AGENT_LOG": str(tmp_path / "agent.log"),
         "FAKE_GH_LOG": str(tmp_path / "gh.log"),
+        **AGENT_CREDENTIALS,  # a workflow passes the agent's key from its secrets
     }
     run = run_action(
         ACTION,

@@ -19,6 +19,7 @@ from ralph.actors.registry import make_actor
 from ralph.actors.scripted import ScriptedActor
 from ralph.errors import ConfigError, PreflightError, ProviderError
 from ralph.providers.base import ChatResponse, Message
+from tests.fakes import AGENT_CREDENTIALS
 
 FAKES = Path(__file__).parent / "fakes" / "agents"
 EDIT = "FAKE-EDIT: app.py :: VALUE = 1 => VALUE = 2"
@@ -50,6 +51,8 @@ def fake_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     log = tmp_path / "fake-calls.jsonl"
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("FAKE_AGENT_LOG", str(log))
+    for name, value in AGENT_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
     return log
 
 
@@ -524,9 +527,10 @@ def test_auto_picks_the_first_agent_cli_on_path(tmp_path: Path) -> None:
     bin_dir.mkdir()
     for name in ("gemini", "aider"):
         (bin_dir / name).symlink_to(FAKES / name)
-    actor = make_actor("auto", environ={"PATH": str(bin_dir)}, base_dir=tmp_path)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), **AGENT_CREDENTIALS}
+    actor = make_actor("auto", environ=env, base_dir=tmp_path)
     assert actor.name == "aider"
-    actor = make_actor("auto", environ={"PATH": str(FAKES)}, base_dir=tmp_path)
+    actor = make_actor("auto", environ={**env, "PATH": str(FAKES)}, base_dir=tmp_path)
     assert actor.name == "claude"
 
 

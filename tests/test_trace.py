@@ -13,6 +13,7 @@ from ralph.actors import trace, tracing
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.registry import make_actor
 from tests.conftest import RunCli
+from tests.fakes import AGENT_CREDENTIALS
 from tests.fakes.calc_project import make_calc_repo
 
 FAKES = Path(__file__).parent / "fakes" / "agents"
@@ -22,6 +23,8 @@ EDIT = "FAKE-EDIT: app.py :: VALUE = 1 => VALUE = 2"
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ.get('PATH', '')}")
+    for name, value in AGENT_CREDENTIALS.items():  # the preflight: they could run unattended
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture

@@ -244,7 +244,7 @@ def test_bad_sources_are_one_line_errors(here: Path, tmp_path: Path, ralph: RunC
     no_dest = ralph("reflections", "export", EXAMPLE_LOOP, cwd=REPO)
     assert no_dest.code == 2 and "--zip FILE or --dir DIR" in no_dest.err
     unknown = ralph("reflections", "export", "ralph-nope-1", "--dir", str(tmp_path), cwd=REPO)
-    assert unknown.code == 2 and "has no records" in unknown.err
+    assert unknown.code == 2 and "unknown loop 'ralph-nope-1'" in unknown.err
 
 
 def test_memories_of_two_clones_merge_into_a_third(

@@ -36,7 +36,7 @@ from ralph.providers.base import ChatResponse, Message
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
-CHAT_TIMEOUT = 600.0
+CHAT_TIMEOUT = 300.0  # the default --reflector-timeout
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,29 @@ class AgentActor:
         return found
 
     def preflight(self) -> None:
-        self.binary()
+        """The binary, and credentials it can use unattended (never a login prompt that would
+        sit out the iteration timeout): see actors/readiness.py."""
+        import os
+
+        from ralph.actors.readiness import credentials
+
+        binary = self.binary()
+        environ = self.environ if self.environ is not None else os.environ
+        found = credentials(
+            self.name, environ, root=self.base_dir, actor_args=self.actor_args, binary=binary
+        )
+        if not found.ok:
+            raise PreflightError(
+                f"{self.name} cannot run unattended here: {found.source}", hint=found.hint
+            )
+
+    def describe(self) -> str:
+        """The command line of an attempt, for `ralph run --dry-run`."""
+        import shlex
+
+        head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
+        argv = shlex.join([self.preset.binary, *head, *self.actor_args, *tail])
+        return argv + (" < prompt.md" if self.preset.prompt_on_stdin else "")
 
     def run_env(self) -> dict[str, str]:
         return {**dict(self.preset.env), **(self.environ or {})}
@@ -219,7 +241,7 @@ class AgentActor:
 class AgentChatClient:
     """The agent CLI in print mode as a ChatClient: one read-only run per question."""
 
-    def __init__(self, actor: AgentActor, *, timeout: float = CHAT_TIMEOUT) -> None:
+    def __init__(self, actor: AgentActor, *, timeout: float | None = CHAT_TIMEOUT) -> None:
         self.actor = actor
         self.timeout = timeout
         self.model_args = model_args(actor.actor_args)
@@ -248,7 +270,11 @@ class AgentChatClient:
             )
         parsed = preset.parse(result.stdout)
         if result.timed_out or not parsed.text.strip():
-            why = "timed out" if result.timed_out else f"gave no answer (exit {result.exit_code})"
+            why = (
+                f"timed out after {self.timeout:g}s (--reflector-timeout)"
+                if result.timed_out
+                else f"gave no answer (exit {result.exit_code})"
+            )
             detail = (parsed.error or result.stderr.strip() or result.stdout.strip())[-300:]
             raise ProviderError(f"{preset.name} {why}", hint=detail or None)
         return ChatResponse(

@@ -101,6 +101,9 @@ class CommandActor:
                 hint="check the command, or give its full path",
             )
 
+    def describe(self) -> str:
+        return f"sh -c {shlex.quote(self.command)} < prompt.md  (also in $RALPH_PROMPT_FILE)"
+
     def act(self, prompt: str, ctx: ActorContext) -> ActorResult:
         prompt_file = write_prompt(ctx, prompt)
         result = process.run(

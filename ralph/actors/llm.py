@@ -122,6 +122,22 @@ class LLMActor:
     def chat_client(self) -> ChatClient:
         return self.client
 
+    def messages(self, prompt: str, workdir: Path) -> list[Message]:
+        """What `act` sends the model: the rules, then the prompt with the files it points at
+        (`ralph run --dry-run` shows them)."""
+        message = build_user_message(prompt, workdir, self.context_tokens * CHARS_PER_TOKEN)
+        return [Message("system", SYSTEM_PROMPT), Message("user", message)]
+
+    def describe(self) -> str:
+        endpoint = getattr(self.client, "endpoint", None)
+        where = f" at {endpoint}" if endpoint else ""
+        return f"{self.name}{where}: one chat request; ralph applies the edit blocks it answers"
+
+
+def shown_messages(messages: list[Message]) -> str:
+    """The messages as one text, each under its role (`ralph run --dry-run` prints them)."""
+    return "\n".join(f"<!-- {m.role} -->\n{m.content}" for m in messages)
+
 
 def describe_report(report: ApplyReport) -> str:
     lines = [f"applied: {p}" for p in report.applied] + [f"created: {p}" for p in report.created]

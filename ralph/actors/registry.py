@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralph import process
 from ralph.actors.base import Actor
 from ralph.errors import ConfigError, PreflightError
+from ralph.providers.base import ChatClient
+
+if TYPE_CHECKING:
+    from ralph.actors.readiness import AgentProbe
 
 PRESET_ORDER = ("claude", "codex", "aider", "gemini", "opencode")
 # Sensible current defaults when only the provider is named (`openai`, `anthropic:`).
@@ -32,36 +37,66 @@ def make_actor(
     spec: str,
     *,
     actor_args: Sequence[str] = (),
+    model: str | None = None,
     environ: Mapping[str, str] | None = None,
     base_dir: Path,
 ) -> Actor:
-    """Build the actor `spec` names; unknown or malformed specs are a ConfigError."""
+    """Build the actor `spec` names; unknown or malformed specs are a ConfigError.
+
+    `model` (`--model`) becomes an agent CLI's `--model MODEL` or replaces a provider's model."""
     from ralph.actors.agents import PRESETS, AgentActor
 
     spec = spec.strip()
     kind, sep, rest = spec.partition(":")
     kind = kind.strip().lower()
+    model = model.strip() if model and model.strip() else None
     if spec == "auto":
-        return auto_actor(actor_args=actor_args, environ=environ, base_dir=base_dir)
+        return auto_actor(actor_args=actor_args, model=model, environ=environ, base_dir=base_dir)
     if kind == "cmd" and sep:
         from ralph.actors.command import CommandActor
 
+        _no_model(model, spec)
         return CommandActor(rest, actor_args=actor_args, environ=environ)
     if kind in PRESETS and not sep:
-        return AgentActor(PRESETS[kind], actor_args=actor_args, environ=environ, base_dir=base_dir)
+        args = with_model(actor_args, model)
+        return AgentActor(PRESETS[kind], actor_args=args, environ=environ, base_dir=base_dir)
     if actor_args and (kind == "script" or kind in DEFAULT_MODELS):
         raise ConfigError(
             f"actor_args do not apply to --actor {spec}",
             hint="they are extra arguments for an agent CLI or a cmd: actor",
         )
     if kind == "script" and sep:
+        _no_model(model, spec)
         return _scripted(rest, base_dir)
     if kind in DEFAULT_MODELS:
-        return llm_actor(kind, rest.strip() or DEFAULT_MODELS[kind], environ=environ)
+        return llm_actor(kind, model or rest.strip() or DEFAULT_MODELS[kind], environ=environ)
     raise ConfigError(
         f"unknown actor {spec!r}",
         hint="valid forms: " + ", ".join(VALID_FORMS),
     )
+
+
+def with_model(actor_args: Sequence[str], model: str | None) -> list[str]:
+    """An agent CLI's arguments with `--model MODEL` first (every preset's CLI spells it so)."""
+    from ralph.config import model_args
+
+    if model is None:
+        return list(actor_args)
+    if model_args(actor_args):
+        raise ConfigError(
+            f"two models: --model {model} and {' '.join(model_args(actor_args))} in actor_args",
+            hint="name the model once: drop it from actor_args, or leave out --model",
+        )
+    return ["--model", model, *actor_args]
+
+
+def _no_model(model: str | None, spec: str) -> None:
+    if model is not None:
+        raise ConfigError(
+            f"--model does not apply to --actor {spec}",
+            hint="a cmd: or script: actor chooses its own model; --model is for agent CLIs "
+            "and providers",
+        )
 
 
 def _scripted(raw: str, base_dir: Path) -> Actor:
@@ -86,22 +121,36 @@ def llm_actor(provider: str, model: str, *, environ: Mapping[str, str] | None) -
 def auto_actor(
     *,
     actor_args: Sequence[str] = (),
+    model: str | None = None,
     environ: Mapping[str, str] | None = None,
     base_dir: Path,
 ) -> Actor:
-    """The first agent CLI on PATH, else an LLM provider whose key is set."""
+    """The first agent CLI on PATH that can run unattended (readiness.py: never one that would
+    wait for a login), else an LLM provider whose key is set."""
     from ralph.actors.agents import PRESETS, AgentActor
+    from ralph.actors.readiness import credentials
     from ralph.providers.registry import provider_available
 
     env = os.environ if environ is None else environ
+    args = with_model(actor_args, model)
+    skipped = []
     for name in PRESET_ORDER:
-        if process.which(PRESETS[name].binary, path=env.get("PATH")) is not None:
-            return AgentActor(
-                PRESETS[name], actor_args=actor_args, environ=environ, base_dir=base_dir
-            )
-    for provider, model in DEFAULT_MODELS.items():
+        binary = process.which(PRESETS[name].binary, path=env.get("PATH"))
+        if binary is None:
+            continue
+        found = credentials(name, env, root=base_dir, actor_args=args, binary=binary)
+        if found.ok:
+            return AgentActor(PRESETS[name], actor_args=args, environ=environ, base_dir=base_dir)
+        skipped.append(f"{name} ({found.source})")
+    for provider, default in DEFAULT_MODELS.items():
         if provider_available(provider, env):
-            return llm_actor(provider, model, environ=environ)
+            return llm_actor(provider, model or default, environ=environ)
+    if skipped:
+        raise PreflightError(
+            "no actor can run unattended: " + "; ".join(skipped),
+            hint="give one of them its credentials (`ralph doctor` shows what each needs), or "
+            'set OPENAI_API_KEY, ANTHROPIC_API_KEY or OLLAMA_HOST, or pass --actor cmd:"..."',
+        )
     raise PreflightError(
         "no actor available: no agent CLI on PATH and no LLM provider configured",
         hint=(
@@ -109,3 +158,61 @@ def auto_actor(
             'ANTHROPIC_API_KEY or OLLAMA_HOST; or pass --actor (e.g. cmd:"./agent.sh")'
         ),
     )
+
+
+def reflector_client(
+    actor: Actor, *, environ: Mapping[str, str] | None, timeout: float | None
+) -> ChatClient | None:
+    """The actor's own model as the reflector, bounded by `timeout` (`--reflector-timeout`;
+    None: no limit): a read-only run of the agent CLI, or a fresh client of the provider."""
+    from ralph.actors.agents import AgentActor, AgentChatClient
+    from ralph.actors.llm import LLMActor
+
+    if isinstance(actor, AgentActor):
+        return AgentChatClient(actor, timeout=timeout)
+    if isinstance(actor, LLMActor):
+        from ralph.providers.registry import make_client
+
+        return make_client(actor.name, environ=environ, deadline=timeout or NO_DEADLINE)
+    return actor.chat_client()
+
+
+NO_DEADLINE = 86_400.0  # a provider client needs some deadline; "no limit" is a day
+
+
+def describe_actor(actor: Actor) -> str:
+    """How an attempt runs, in one line (`ralph run --dry-run`)."""
+    describe = getattr(actor, "describe", None)
+    return str(describe()) if callable(describe) else actor.name
+
+
+def prompt_as_sent(actor: Actor, prompt: str, workdir: Path) -> str:
+    """The prompt as the actor receives it: an LLM actor's messages carry the rules and the
+    files the prompt points at; every other actor gets the prompt itself."""
+    from ralph.actors.llm import LLMActor, shown_messages
+
+    if isinstance(actor, LLMActor):
+        return shown_messages(actor.messages(prompt, workdir))
+    return prompt
+
+
+def probe_agents(
+    environ: Mapping[str, str], root: Path, *, actor_args: Sequence[str] = ()
+) -> list[AgentProbe]:
+    """Every preset, in `--actor auto`'s order, as found here (`ralph doctor`); in parallel,
+    as each version takes a process start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ralph.actors.agents import PRESETS
+    from ralph.actors.readiness import AgentProbe, credentials, version
+
+    def one(name: str) -> AgentProbe:
+        preset = PRESETS[name]
+        path = process.which(preset.binary, path=environ.get("PATH"))
+        if path is None:
+            return AgentProbe(name, None, None, None, preset.install)
+        found = credentials(name, environ, root=root, actor_args=actor_args, binary=path)
+        return AgentProbe(name, path, version(path, environ, root), found, preset.install)
+
+    with ThreadPoolExecutor(len(PRESET_ORDER), thread_name_prefix="ralph-probe") as pool:
+        return list(pool.map(one, PRESET_ORDER))

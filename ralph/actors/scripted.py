@@ -164,6 +164,9 @@ class ScriptedActor:
     def preflight(self) -> None:
         """Everything was checked when the script was loaded."""
 
+    def describe(self) -> str:
+        return f"the scripted edits of {self.path} (offline, no model)"
+
     def act(self, prompt: str, ctx: ActorContext) -> ActorResult:
         started = time.monotonic()
         write_prompt(ctx, prompt)

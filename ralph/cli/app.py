@@ -14,16 +14,17 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import finish, loops, many, reflections
+from ralph.cli import doctor, finish, loops, many, reflections
 from ralph.errors import RalphError
 
 app = typer.Typer(
     name="ralph",
     help="Run a coding agent in a Reflexion loop until the project's own checks pass.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion; loop ids complete (common.complete_loop_id)
+    rich_markup_mode=None,  # plain help: no <bool> or boxes, readable at 80 columns and in pipes
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 
 app.command()(loops.run)
@@ -31,12 +32,14 @@ app.command()(loops.resume)
 app.command()(loops.status)
 app.command()(loops.abort)
 app.command()(loops.check)
+app.command("doctor")(doctor.doctor_command)
 app.command()(loops.init)
 app.command()(loops.demo)
 app.command()(finish.apply)
 app.command()(finish.prune)
 app.add_typer(reflections.reflections_app, name="reflections")
 app.command("trace")(reflections.trace_command)
+app.command("prompt")(reflections.prompt_command)
 app.command()(reflections.feedback)
 app.command()(many.analyze)
 app.command("batch")(many.batch_command)

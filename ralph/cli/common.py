@@ -15,10 +15,42 @@ if TYPE_CHECKING:
 
     from ralph.memory.store import MemoryStore
 
+
+def complete_loop_id(incomplete: str) -> list[str]:
+    """Shell completion of a loop id: the loops of this project's memory, and `latest`."""
+    try:
+        ids = memory().loop_ids()
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+    words = ["latest", *reversed(ids)]
+    return [w for w in words if w.startswith(incomplete) or w.startswith("ralph-" + incomplete)]
+
+
+LOOP_HELP = "Loop id, a unique prefix of it, or `latest`."
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
-LoopArg = Annotated[str, typer.Argument(help="Loop id (see `ralph reflections list`).")]
+LoopArg = Annotated[
+    str, typer.Argument(metavar="LOOP", help=LOOP_HELP, autocompletion=complete_loop_id)
+]
+OptionalLoopArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="LOOP", help=LOOP_HELP + " Default: the latest.", autocompletion=complete_loop_id
+    ),
+]
 IterationArg = Annotated[
-    int | None, typer.Argument(help="Iteration number; default the last one.", min=0)
+    int | None,
+    typer.Argument(metavar="ITERATION", help="Iteration number; default the last one.", min=0),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        envvar="RALPH_CONFIG",
+        help="Settings for this run (YAML, or TOML with [tool.ralph]), over the project's "
+        "pyproject.toml and .aiwg/ralph/config.yaml.",
+    ),
 ]
 
 
@@ -47,3 +79,9 @@ def memory(start: Path | None = None) -> MemoryStore:
     from ralph.memory.store import MemoryStore
 
     return MemoryStore.discover(start)
+
+
+def loop_in(store: MemoryStore, text: str) -> str:
+    """The loop id `text` means (a prefix, `latest`): `MemoryStore.resolve_loop_id`."""
+    store.require()
+    return store.resolve_loop_id(text)

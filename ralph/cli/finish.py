@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ralph.cli.common import JsonFlag, LoopArg, console, memory, print_json
+from ralph.cli.common import JsonFlag, LoopArg, console, loop_in, memory, print_json
 
 
 def apply(
@@ -24,7 +24,7 @@ def apply(
 
     store = memory()
     store.require()
-    done = apply_loop(store, loop, iteration)
+    done = apply_loop(store, loop_in(store, loop), iteration)
     if as_json:
         print_json(done.to_json())
         raise typer.Exit(1 if done.conflicts else 0)
@@ -71,7 +71,7 @@ def prune(
 
     store = memory()
     store.require()
-    items = plan_prune(store, keep, loops or [])
+    items = plan_prune(store, keep, [loop_in(store, name) for name in loops or []])
     if not dry_run:
         remove(store, items)
     if as_json:

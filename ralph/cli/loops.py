@@ -9,7 +9,18 @@ from typing import Annotated, Any
 import typer
 
 from ralph import glyphs
-from ralph.cli.common import JsonFlag, console, memory, print_json
+from ralph.cli.common import (
+    LOOP_HELP,
+    ConfigOpt,
+    JsonFlag,
+    LoopArg,
+    OptionalLoopArg,
+    complete_loop_id,
+    console,
+    loop_in,
+    memory,
+    print_json,
+)
 
 # init --------------------------------------------------------------------------------------
 
@@ -100,10 +111,54 @@ ReflectorOpt = Annotated[
     typer.Option("--reflector", help="PROVIDER:MODEL or heuristic; default: the actor's model."),
 ]
 
+# The options of `run` (and `check`) are settings: each shows its default and its RALPH_*
+# variable; left out (None) they yield to the config files and the environment (config.load).
+# The defaults shown are config.Settings' (tests/test_cli_front.py holds them equal).
+
+RunActorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        "-a",
+        metavar="SPEC",
+        envvar="RALPH_ACTOR",
+        show_default="auto",
+        help="claude, codex, aider, gemini, opencode, cmd:'COMMAND', openai:MODEL, "
+        "anthropic:MODEL, ollama:MODEL, script:FILE, or auto (the first agent CLI that can run "
+        "unattended, else a provider whose key is set).",
+    ),
+]
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        envvar="RALPH_MODEL",
+        show_default="the actor's own",
+        help="The actor's model: an agent CLI gets --model MODEL, a provider uses MODEL.",
+    ),
+]
+
+RunReflectorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reflector",
+        metavar="SPEC",
+        envvar="RALPH_REFLECTOR",
+        show_default="the actor's model",
+        help="PROVIDER:MODEL or heuristic.",
+    ),
+]
+
 TestOpt = Annotated[
     str | None,
     typer.Option(
         "--test",
+        "-t",
+        metavar="CMD",
+        envvar="RALPH_TEST",
         help="The test command that matters, e.g. 'pytest -q tests/test_x.py': it replaces the "
         "configured pytest checks (it runs once) and is a target; other checks stay.",
     ),
@@ -113,12 +168,39 @@ CheckOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--check",
+        metavar="NAME|CMD",
         help="Only these checks, as targets: a configured check's name, pytest, mypy, ruff or "
-        "any shell command; repeatable. Selects, does not add.",
+        "any shell command; repeatable. Selects, does not add.  [env var: RALPH_CHECK]",
     ),
 ]
 
-DurationOpt = Annotated[str | None, typer.Option(help="Seconds, or 45s, 10m, 2h.")]
+
+def _duration(flag: str, default: str | None, help: str) -> Any:
+    return typer.Option(
+        flag,
+        metavar="DURATION",
+        envvar="RALPH_" + flag.removeprefix("--").replace("-", "_").upper(),
+        show_default=default or False,
+        help=help + " Seconds, or 45s, 10m, 2h; 0: no limit.",
+    )
+
+
+def _number(flag: str, default: str | None, help: str, **limits: Any) -> Any:
+    names = [flag] if "/" not in flag else flag.split("/")
+    long = next(n for n in names if n.startswith("--"))
+    return typer.Option(
+        *names,
+        metavar="N",
+        envvar="RALPH_" + long.removeprefix("--").replace("-", "_").upper(),
+        show_default=default or False,
+        help=help,
+        **limits,
+    )
+
+
+def _flag(flag: str, help: str, *, envvar: str | None = None) -> Any:
+    key = flag.removeprefix("--").replace("-", "_").upper()
+    return typer.Option(flag, envvar=envvar or f"RALPH_{key}", help=help)
 
 
 def _run_flags(**flags: Any) -> dict[str, Any]:
@@ -150,62 +232,112 @@ def _finish(result: Any, as_json: bool) -> None:
 
 
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should achieve, in plain words.")],
-    actor: ActorOpt = None,
-    reflector: ReflectorOpt = None,
+    task: Annotated[
+        str, typer.Argument(metavar="TASK", help="What the agent should achieve, in plain words.")
+    ],
+    actor: RunActorOpt = None,
+    model: ModelOpt = None,
+    reflector: RunReflectorOpt = None,
     test: TestOpt = None,
     check: CheckOpt = None,
     max_iterations: Annotated[
-        int | None, typer.Option(help="Stop after this many attempts (default 5).", min=1)
+        int | None, _number("--max-iterations/-n", "5", "Stop after this many attempts.", min=1)
     ] = None,
     omega: Annotated[
-        int | None, typer.Option(help="Reflections in the prompt (0-10; 0: none).", min=0, max=10)
+        int | None,
+        _number(
+            "--omega",
+            "by verification type",
+            "Reflections in the prompt (0-10; 0: none).",
+            min=0,
+            max=10,
+        ),
     ] = None,
     window_policy: Annotated[
         str | None,
-        typer.Option(help="Which reflections fill the window: fifo, recency, relevance_weighted."),
+        typer.Option(
+            metavar="POLICY",
+            envvar="RALPH_WINDOW_POLICY",
+            show_default="recency",
+            help="Which reflections fill the window: fifo, recency, relevance_weighted.",
+        ),
     ] = None,
     memory_tokens: Annotated[
-        int | None, typer.Option(help="Token budget of the reflections in the prompt.", min=100)
+        int | None,
+        _number(
+            "--memory-tokens", "2000", "Token budget of the reflections in the prompt.", min=100
+        ),
     ] = None,
     lessons: Annotated[
         int | None,
-        typer.Option(help="Lessons of other loops' similar failures (default 3, 0 = off).", min=0),
+        _number("--lessons", "3", "Lessons of other loops' similar failures (0: off).", min=0),
     ] = None,
     patience: Annotated[
-        int | None, typer.Option(help="Iterations without improvement before stopping.", min=1)
+        int | None,
+        _number("--patience", "3", "Iterations without improvement before stopping.", min=1),
     ] = None,
-    budget_usd: Annotated[float | None, typer.Option(help="Stop when this much is spent.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
-    timeout: DurationOpt = None,
-    iteration_timeout: DurationOpt = None,
-    idle_timeout: DurationOpt = None,
-    loop_id: Annotated[str | None, typer.Option(help="Use this loop id.")] = None,
-    no_git: Annotated[
-        bool, typer.Option("--no-git", help="No branch, commits or rollback.")
-    ] = False,
+    budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            envvar="RALPH_BUDGET_USD",
+            show_default="no limit",
+            help="Stop (exit 3) when this much is spent.",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        _number("--max-tokens", "no limit", "Stop (exit 3) after this many tokens."),
+    ] = None,
+    timeout: Annotated[
+        str | None, _duration("--timeout", "no limit", "The whole loop's wall time (exit 3).")
+    ] = None,
+    iteration_timeout: Annotated[
+        str | None, _duration("--iteration-timeout", "30m", "One attempt's wall time.")
+    ] = None,
+    idle_timeout: Annotated[
+        str | None,
+        _duration("--idle-timeout", "10m", "An attempt with no output this long is killed."),
+    ] = None,
+    reflector_timeout: Annotated[
+        str | None,
+        _duration("--reflector-timeout", "5m", "One reflection's wall time (then a heuristic)."),
+    ] = None,
+    loop_id: Annotated[
+        str | None, typer.Option(metavar="ID", help="Use this loop id (default: from the task).")
+    ] = None,
+    no_git: Annotated[bool, _flag("--no-git", "No branch, commits or rollback.")] = False,
     allow_dirty: Annotated[
-        bool, typer.Option("--allow-dirty", help="Run on a tree with uncommitted changes.")
+        bool, _flag("--allow-dirty", "Run on a tree with uncommitted changes.")
     ] = False,
     no_rollback: Annotated[
-        bool, typer.Option("--no-rollback", help="Keep a regressed attempt's code.")
+        bool, _flag("--no-rollback", "Keep a regressed attempt's code.")
     ] = False,
     worktree: Annotated[
         bool,
-        typer.Option(
-            "--worktree", help="Work in a new git worktree, so several loops share one repository."
-        ),
+        _flag("--worktree", "Work in a new git worktree, so several loops share one repository."),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON result object on stdout.")
+    as_json: Annotated[bool, _flag("--json", "Print one JSON result object on stdout.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", envvar="RALPH_QUIET", help="No progress output.")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
     strict: Annotated[
         bool,
         typer.Option(
             "--strict",
             help="Every check must pass, also those failing before the loop (default: targets "
-            "must pass and guards must not get worse; see README, Targets and guards).",
+            "must pass and guards must not get worse; see README, Targets and guards).  "
+            "[env var: RALPH_SUCCESS=strict]",
+        ),
+    ] = False,
+    config_file: ConfigOpt = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Run the baseline, then print the first prompt exactly as the actor would get "
+            "it, the actor's command line and the checks with their roles; run no actor, make "
+            "no branch, write no record.",
         ),
     ] = False,
 ) -> None:
@@ -214,36 +346,53 @@ def run(
     from ralph.loop import assembly as runner
 
     flags = _run_flags(
-        actor=actor, reflector=reflector, test=test, check=check, max_iterations=max_iterations,
-        omega=omega, window_policy=window_policy, memory_tokens=memory_tokens, lessons=lessons,
-        patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
-        timeout=timeout, iteration_timeout=iteration_timeout, idle_timeout=idle_timeout,
-        no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree,
-        strict=strict,
+        actor=actor, model=model, reflector=reflector, test=test, check=check,
+        max_iterations=max_iterations, omega=omega, window_policy=window_policy,
+        memory_tokens=memory_tokens, lessons=lessons, patience=patience, budget_usd=budget_usd,
+        max_tokens=max_tokens, timeout=timeout, iteration_timeout=iteration_timeout,
+        idle_timeout=idle_timeout, reflector_timeout=reflector_timeout, no_git=no_git,
+        allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
+        config=config_file,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
+    if dry_run:
+        from ralph.cli.preview import show_preview
+
+        raise typer.Exit(show_preview(task, flags, as_json=as_json))
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
     _finish(result, as_json)
 
 
 def resume(
-    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest paused.")] = None,
+    loop: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="LOOP",
+            help=LOOP_HELP + " Default: the latest paused or crashed.",
+            autocompletion=complete_loop_id,
+        ),
+    ] = None,
     max_iterations: Annotated[
-        int | None, typer.Option(help="Raise the iteration limit.", min=1)
+        int | None,
+        typer.Option(
+            "--max-iterations", "-n", metavar="N", help="Raise the iteration limit.", min=1
+        ),
     ] = None,
     as_json: JsonFlag = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Continue a paused or crashed loop with the memory it had."""
     from ralph.cli import live as ui
     from ralph.loop import assembly as runner
 
+    if loop is not None:
+        loop = loop_in(memory(), loop)
     flags = {"max_iterations": max_iterations}
     _finish(runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet)), as_json)
 
 
 def status(
-    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest.")] = None,
+    loop: OptionalLoopArg = None,
     as_json: JsonFlag = False,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print a markdown summary (CI, pull requests).")
@@ -252,12 +401,12 @@ def status(
     """Show a loop's state, iteration, rewards and usage."""
     from ralph.loop import assembly as runner
 
+    store = memory()
+    loop = loop_in(store, loop or "latest")
     if markdown:
         from ralph.cli.summary import loop_markdown
 
-        store = memory()
-        store.require()
-        sys.stdout.write(loop_markdown(store, loop or store.latest_loop()))
+        sys.stdout.write(loop_markdown(store, loop))
         return
     info = runner.loop_status(loop)
     if as_json:
@@ -286,11 +435,11 @@ def status(
         out.print(f"  stopped     {info['stop_reason']}", markup=False)
 
 
-def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
+def abort(loop: LoopArg) -> None:
     """End a loop for good; a running loop is stopped first (it exits with code 4)."""
     from ralph.loop import assembly as runner
 
-    state, stopped = runner.abort_loop(loop)
+    state, stopped = runner.abort_loop(loop_in(memory(), loop))
     if stopped:
         console().print(f"loop {state.loop_id} aborted", markup=False)
     else:
@@ -308,18 +457,22 @@ def check(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the evaluator_output object.")
     ] = False,
+    config_file: ConfigOpt = None,
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config
+    from ralph.cli.progress import check_progress
     from ralph.evaluators.suite import render_check_report
     from ralph.loop import assembly as runner
     from ralph.records import to_json
 
     root = runner.project_root()
-    settings = config.load(memory(root).root, _run_flags(test=test, check=check))
+    flags = _run_flags(test=test, check=check, config=config_file)
+    settings = config.load(memory(root).root, flags)
     suite = runner.make_evaluator(settings)
     suite.preflight()
-    evaluation = suite.evaluate(root)
+    with check_progress([c.spec.name for c in suite.checks], enabled=not as_json) as done:
+        evaluation = suite.evaluate(root, on_done=done)
     if as_json:
         print_json(to_json(evaluation.output))
     else:

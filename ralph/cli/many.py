@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ralph.cli.common import JsonFlag, console, memory, print_json
+from ralph.cli.common import JsonFlag, complete_loop_id, console, loop_in, memory, print_json
 from ralph.errors import RalphError
 
 # batch -------------------------------------------------------------------------------------
@@ -103,7 +103,12 @@ def bench_command(
 
 def analyze(
     loops: Annotated[
-        list[str] | None, typer.Argument(help="Loop ids; default every loop in .aiwg/ralph.")
+        list[str] | None,
+        typer.Argument(
+            metavar="LOOP",
+            help="Loop ids or unique prefixes; default every loop in .aiwg/ralph.",
+            autocompletion=complete_loop_id,
+        ),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Only loops created on or after this date (YYYY-MM-DD).")
@@ -130,9 +135,12 @@ def analyze(
     from ralph.cli.views import parse_when
 
     since_date = parse_when(since, "--since")
+    store = memory()
+    if loops:
+        loops = [loop_in(store, loop) for loop in loops]
     with progress_bar("reading the records") as progress:
         result = analysis.analyze(
-            memory(),
+            store,
             loops,
             since=since_date,
             status=status,

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ralph.cli.common import IterationArg, JsonFlag, LoopArg, console, memory, print_json
+from ralph.cli.common import (
+    LOOP_HELP,
+    IterationArg,
+    JsonFlag,
+    LoopArg,
+    complete_loop_id,
+    console,
+    loop_in,
+    memory,
+    print_json,
+)
+
+LoopOpt = Annotated[
+    str | None,
+    typer.Option("--loop", metavar="LOOP", help=LOOP_HELP, autocompletion=complete_loop_id),
+]
 
 reflections_app = typer.Typer(
     help="Read the episodic memory: list, show, validate and search reflections.",
@@ -17,16 +33,17 @@ reflections_app = typer.Typer(
 
 @reflections_app.command("list")
 def reflections_list(
-    loop: Annotated[str | None, typer.Option("--loop", help="List this loop's iterations.")] = None,
+    loop: LoopOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations."""
+    """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations
+    (--loop)."""
     from ralph.cli import views
 
     store = memory()
     store.require()
     if loop:
-        views.list_iterations(store, loop, console(), as_json=as_json)
+        views.list_iterations(store, loop_in(store, loop), console(), as_json=as_json)
     else:
         views.list_loops(store, console(), as_json=as_json)
 
@@ -41,8 +58,7 @@ def reflections_show(
     from ralph.cli import views
 
     store = memory()
-    store.require()
-    views.show_record(store, loop, iteration, console(), as_json=as_json)
+    views.show_record(store, loop_in(store, loop), iteration, console(), as_json=as_json)
 
 
 def trace_command(
@@ -54,8 +70,18 @@ def trace_command(
     from ralph.cli.trace_view import show_trace
 
     store = memory()
-    store.require()
-    show_trace(store, loop, iteration, console(), as_json=as_json)
+    show_trace(store, loop_in(store, loop), iteration, console(), as_json=as_json)
+
+
+def prompt_command(
+    loop: LoopArg,
+    iteration: IterationArg = None,
+) -> None:
+    """Print the prompt an iteration's actor got, as stored (loops/<id>/NNN/prompt.md)."""
+    from ralph.cli.views import stored_prompt
+
+    store = memory()
+    sys.stdout.write(stored_prompt(store, loop_in(store, loop), iteration))
 
 
 @reflections_app.command("validate")
@@ -84,7 +110,7 @@ def reflections_search(
     min_confidence: Annotated[
         float | None, typer.Option(help="Only reflections this confident (0-1).", min=0, max=1)
     ] = None,
-    loop: Annotated[str | None, typer.Option("--loop", help="Only this loop.")] = None,
+    loop: LoopOpt = None,
     since: Annotated[
         str | None, typer.Option(help="Only records written on or after (YYYY-MM-DD).")
     ] = None,
@@ -99,6 +125,7 @@ def reflections_search(
 
     store = memory()
     store.require()
+    loop = loop_in(store, loop) if loop else None
     views.search_reflections(
         store, query, console(), as_json=as_json, category=category,
         min_confidence=min_confidence, loop_id=loop, since=since, until=until, limit=limit,
@@ -107,8 +134,8 @@ def reflections_search(
 
 @reflections_app.command("obsolete")
 def reflections_obsolete(
-    loop: Annotated[str, typer.Argument(help="Loop id.")],
-    iteration: Annotated[int, typer.Argument(help="Iteration number.", min=0)],
+    loop: LoopArg,
+    iteration: Annotated[int, typer.Argument(metavar="ITERATION", help="Iteration number.", min=0)],
     undo: Annotated[
         bool, typer.Option("--undo", help="Clear the mark: its lessons may be injected again.")
     ] = False,
@@ -117,8 +144,7 @@ def reflections_obsolete(
     from ralph.cli import views
 
     store = memory()
-    store.require()
-    views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
+    views.mark_obsolete(store, loop_in(store, loop), iteration, console(), obsolete=not undo)
 
 
 @reflections_app.command("import")
@@ -148,7 +174,12 @@ def reflections_import(
 @reflections_app.command("export")
 def reflections_export(
     loops: Annotated[
-        list[str] | None, typer.Argument(help="Loop ids; default every loop with records.")
+        list[str] | None,
+        typer.Argument(
+            metavar="LOOP",
+            help="Loop ids or unique prefixes; default every loop with records.",
+            autocompletion=complete_loop_id,
+        ),
     ] = None,
     zip_file: Annotated[
         Path | None, typer.Option("--zip", help="Write one .zip archive here.")
@@ -164,14 +195,16 @@ def reflections_export(
 ) -> None:
     """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory;
     with --prov, where every reflection and lesson came from, as W3C PROV."""
+    store = memory()
+    loops = [loop_in(store, loop) for loop in loops or []]
     if prov or output is not None:
         from ralph.memory.provenance import write_prov
 
-        write_prov(memory(), loops or [], output=output, fmt=fmt)
+        write_prov(store, loops, output=output, fmt=fmt)
         return
     from ralph.memory.transfer import export_records
 
-    counts = export_records(memory(), loops or [], zip_path=zip_file, folder=folder)
+    counts = export_records(store, loops, zip_path=zip_file, folder=folder)
     total = sum(n for _, n in counts)
     where = zip_file if zip_file is not None else folder
     loops_word = "loop" if len(counts) == 1 else "loops"
@@ -183,7 +216,7 @@ def reflections_export(
 
 
 def feedback(
-    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph status`).")],
+    loop: LoopArg,
     accept: Annotated[
         bool, typer.Option("--accept", help="The work is good: its reflections are confirmed.")
     ] = False,
@@ -199,8 +232,7 @@ def feedback(
     from ralph.memory.feedback import describe, give_feedback
 
     store = memory()
-    store.require()
-    data = give_feedback(store, loop, accept=accept, reject=reject, note=note)
+    data = give_feedback(store, loop_in(store, loop), accept=accept, reject=reject, note=note)
     if as_json:
         print_json(data)
     else:

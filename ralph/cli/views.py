@@ -139,6 +139,29 @@ def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_js
     emit_table(console, f"loop {loop_id}", columns, cells)
 
 
+def stored_prompt(store: MemoryStore, loop_id: str, iteration: int | None) -> str:
+    """The prompt of an iteration as its actor got it (`NNN/prompt.md`); default the last."""
+    folder = store.loop_dir(loop_id)
+    stored = sorted(
+        int(path.parent.name)
+        for path in folder.glob("[0-9][0-9][0-9]*/prompt.md")
+        if path.parent.name.isdigit()
+    )
+    if iteration is None:
+        if not stored:
+            store.read_state(loop_id)  # names an unknown loop as such
+            raise StoreError(
+                f"loop {loop_id} has no stored prompt",
+                hint="prompts live in .aiwg/ralph/loops/<id>/NNN/, kept on this machine only",
+            )
+        iteration = stored[-1]
+    path = store.artifacts_dir(loop_id, iteration) / "prompt.md"
+    if not path.is_file():
+        have = f"; it has {', '.join(map(str, stored))}" if stored else ""
+        raise StoreError(f"loop {loop_id} has no prompt for iteration {iteration}{have}")
+    return path.read_text("utf-8", errors="replace")
+
+
 def show_record(
     store: MemoryStore, loop_id: str, iteration: int | None, console: Console, *, as_json: bool
 ) -> None:

@@ -21,7 +21,8 @@ from ralph.memory.store import MemoryStore
 
 HEADER = """\
 # ralph configuration: every key is described in the README, section Configuration.
-# Precedence: defaults < this file < RALPH_* environment variables < command-line flags.
+# Precedence: defaults < pyproject.toml [tool.ralph] < this file < --config FILE <
+# RALPH_* environment variables < command-line flags.
 # Durations are seconds or 45s / 10m / 2h; money is US dollars.
 """
 

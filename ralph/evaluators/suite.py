@@ -117,14 +117,16 @@ class CheckSuite:
         *,
         baseline: Baseline | None = None,
         on_output: OutputCallback | None = None,
+        on_done: Callable[[CheckOutcome], None] | None = None,
     ) -> Evaluation:
-        """`on_output` receives (check name, output chunk) from the worker threads."""
+        """`on_output` receives (check name, output chunk) from the worker threads, `on_done`
+        each check's outcome as it finishes (`ralph check`'s progress)."""
         if not self.checks:
             self.preflight()
         counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
         with ThreadPoolExecutor(len(self.checks), thread_name_prefix="ralph-check") as pool:
             futures = [
-                pool.submit(_run_one, check, cwd, counts.get(check.spec.name), on_output)
+                pool.submit(_run_one, check, cwd, counts.get(check.spec.name), on_output, on_done)
                 for check in self.checks
             ]
             try:
@@ -146,9 +148,10 @@ class CheckSuite:
         named: Collection[str] = (),
         success: str = "baseline",
         on_output: OutputCallback | None = None,
+        on_done: Callable[[CheckOutcome], None] | None = None,
     ) -> Evaluation:
         """The untouched tree: run the checks, give each its role, judge the tree by them."""
-        raw = self.evaluate(cwd, on_output=on_output)
+        raw = self.evaluate(cwd, on_output=on_output, on_done=on_done)
         roles = assign_roles(
             [c.spec for c in self.checks], raw.outcomes, named=set(named), success=success
         )
@@ -184,11 +187,15 @@ class CheckSuite:
 
 
 def _run_one(
-    check: Check, cwd: Path, baseline_errors: int | None, on_output: OutputCallback | None
+    check: Check,
+    cwd: Path,
+    baseline_errors: int | None,
+    on_output: OutputCallback | None,
+    on_done: Callable[[CheckOutcome], None] | None = None,
 ) -> CheckOutcome:
     """One check; a bug in reading its output becomes that check's error, not a dead loop."""
     try:
-        return check.run(cwd, baseline_errors=baseline_errors, on_output=on_output)
+        outcome = check.run(cwd, baseline_errors=baseline_errors, on_output=on_output)
     except Exception as exc:
         res = ProcessResult(exit_code=None, stdout="", stderr="", duration_ms=0)
         diagnostic = Diagnostic(
@@ -196,7 +203,10 @@ def _run_one(
             message=f"ralph could not run check {check.spec.name!r}: {type(exc).__name__}: {exc}",
             severity="error",
         )
-        return CheckOutcome(check.spec, make_result(check.spec, "error", res), [diagnostic])
+        outcome = CheckOutcome(check.spec, make_result(check.spec, "error", res), [diagnostic])
+    if on_done is not None:
+        on_done(outcome)
+    return outcome
 
 
 def missing_tool(check: Check) -> tuple[str, str] | None:

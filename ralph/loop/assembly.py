@@ -51,16 +51,18 @@ def make_evaluator(settings: Settings) -> Any:
 
 def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]) -> Any:
     """--reflector PROVIDER:MODEL, `heuristic`, or by default the actor's own model."""
+    from ralph.actors.registry import NO_DEADLINE, reflector_client
     from ralph.reflection.reflector import Reflector
 
-    spec = settings.reflector
+    spec, timeout = settings.reflector, settings.reflector_timeout  # --reflector-timeout
     if spec == "heuristic":
         return Reflector(None, project_root=root)
     if spec:
         from ralph.providers.registry import make_client
 
-        return Reflector(make_client(spec, environ=environ), project_root=root)
-    return Reflector(actor.chat_client(), project_root=root)
+        client = make_client(spec, environ=environ, deadline=timeout or NO_DEADLINE)
+        return Reflector(client, project_root=root)
+    return Reflector(reflector_client(actor, environ=environ, timeout=timeout), project_root=root)
 
 
 def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
@@ -68,7 +70,13 @@ def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | Non
     from ralph.workspace.git import open_workspace
 
     env = os.environ if environ is None else environ
-    actor = make_actor(settings.actor, actor_args=settings.actor_args, environ=env, base_dir=root)
+    actor = make_actor(
+        settings.actor,
+        actor_args=settings.actor_args,
+        model=settings.model,
+        environ=env,
+        base_dir=root,
+    )
     return Parts(
         actor=actor,
         evaluator=make_evaluator(settings),

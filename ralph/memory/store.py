@@ -37,6 +37,7 @@ GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"
     "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
 )
+MAX_CANDIDATES = 8  # an ambiguous loop id prefix names at most this many loops
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
 
 
@@ -315,6 +316,36 @@ class MemoryStore:
         if not listings:
             raise StoreError("no loops yet", hint='start one with `ralph run "TASK"`')
         return listings[-1].loop_id
+
+    def resolve_loop_id(self, text: str) -> str:
+        """The loop a user means: its id, `latest`, or a unique prefix of the id (with or
+        without `ralph-`), as git takes a commit. An ambiguous prefix names the candidates."""
+        text = (text or "").strip()
+        if text == "latest":
+            return self.latest_loop()
+        ids = self.loop_ids()
+        if text in ids:
+            return text
+        candidates = [
+            i
+            for i in ids
+            if text and (i.startswith(text) or i.removeprefix("ralph-").startswith(text))
+        ]
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            if not re.fullmatch(r"[a-z0-9-]+", text):
+                validate_loop_id(text)  # not even a prefix of an id: say what ids look like
+            raise StoreError(
+                f"unknown loop {text!r}",
+                hint="`ralph reflections list` shows the loops; `latest` is the newest",
+            )
+        shown = ", ".join(candidates[:MAX_CANDIDATES])
+        extra = len(candidates) - MAX_CANDIDATES
+        more = f" and {extra} more" if extra > 0 else ""
+        raise StoreError(
+            f"loop {text!r} is ambiguous: {shown}{more}", hint="type more of the loop id"
+        )
 
     # liveness ---------------------------------------------------------------------------
     def running_loops(self) -> dict[str, dict[str, Any]]:

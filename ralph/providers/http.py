@@ -301,3 +301,43 @@ def _describe(exc: Exception, url: str) -> str:
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect to {url} ({_one_line(str(exc)) or 'connection failed'})"
     return f"connection to {url} failed ({_one_line(str(exc)) or type(exc).__name__})"
+
+
+def probe(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 3.0,
+    secrets: Iterable[str | None] = (),
+) -> tuple[int | None, str]:
+    """One GET with a short timeout, no retry: (HTTP status, None when no answer; a one-line
+    description). For `ralph doctor`: is the endpoint there, does it take the key?
+
+    Loopback-safe: a proxy from the environment is not used for localhost (a proxy cannot reach
+    the user's own machine), and redirects are not followed (a key never goes elsewhere)."""
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    host = (urlsplit(url).hostname or "").lower()
+    loopback = host in ("localhost", "::1") or host.startswith("127.")
+    try:
+        with httpx.Client(
+            headers={"User-Agent": USER_AGENT}, trust_env=not loopback, follow_redirects=False
+        ) as client:
+            response = client.get(url, headers=dict(headers or {}), timeout=timeout)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+        return None, f"invalid URL {url!r}"
+    except httpx.HTTPError as exc:
+        return None, _scrubbed(_describe(exc, url), secrets)
+    payload = _json_or_none(response)
+    text = f"HTTP {response.status_code}"
+    if not response.is_success:
+        text += f": {_message(response, payload)}"
+    return response.status_code, _scrubbed(text, secrets)
+
+
+def _scrubbed(text: str, secrets: Iterable[str | None]) -> str:
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "[REDACTED]")
+    return redact(text)

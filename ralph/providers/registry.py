@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
 from ralph.providers.http import DEFAULT_DEADLINE
 
 PROVIDERS = ("openai", "anthropic", "ollama")
+PROBE_TIMEOUT = 3.0  # seconds `ralph doctor` waits for a provider's endpoint
 _EXAMPLE = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5", "ollama": "qwen2.5-coder"}
 _HINT = "use one of: " + ", ".join(f"{name}:MODEL" for name in PROVIDERS)
 
@@ -81,3 +84,75 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     # Keys pasted from files often carry a trailing newline; an empty value means unset.
     value = env.get(name, "").strip()
     return value or None
+
+
+@dataclass(frozen=True)
+class ProviderProbe:
+    """A provider as `ralph doctor` finds it: configured here, and does its endpoint answer?"""
+
+    name: str
+    configured: bool  # its key (openai: or base URL; ollama: host) is set
+    key: str | None  # the variable holding its key, None when unset
+    url: str | None  # what was asked; None: nothing was sent
+    status: int | None  # the HTTP status; None: no answer (or nothing sent)
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "configured": self.configured,
+            "key": self.key,
+            "url": self.url,
+            "status": self.status,
+            "ok": self.ok,
+            "detail": self.detail,
+        }
+
+
+def probe_providers(
+    environ: Mapping[str, str] | None = None, *, timeout: float = PROBE_TIMEOUT
+) -> list[ProviderProbe]:
+    """Each provider's key and whether its endpoint answers a `GET .../models` (no tokens
+    spent), in parallel. A provider without a key is not asked; Ollama's loopback default is."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = os.environ if environ is None else environ
+    with ThreadPoolExecutor(len(PROVIDERS), thread_name_prefix="ralph-probe") as pool:
+        return list(pool.map(lambda name: _probe(name, env, timeout), PROVIDERS))
+
+
+def _probe(name: str, env: Mapping[str, str], timeout: float) -> ProviderProbe:
+    from ralph.providers.http import probe
+
+    if name == "openai":
+        from ralph.providers.openai import DEFAULT_BASE_URL as OPENAI_URL
+
+        key, base = _get(env, "OPENAI_API_KEY"), _get(env, "OPENAI_BASE_URL")
+        if key is None and base is None:
+            return ProviderProbe(name, False, None, None, None, "OPENAI_API_KEY is not set")
+        url = f"{(base or OPENAI_URL).rstrip('/')}/models"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        variable = "OPENAI_API_KEY" if key else None
+    elif name == "anthropic":
+        from ralph.providers.anthropic import API_VERSION
+        from ralph.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+
+        key = _get(env, "ANTHROPIC_API_KEY")
+        if key is None:
+            return ProviderProbe(name, False, None, None, None, "ANTHROPIC_API_KEY is not set")
+        base = (_get(env, "ANTHROPIC_BASE_URL") or ANTHROPIC_URL).rstrip("/").removesuffix("/v1")
+        url = f"{base}/v1/models"
+        headers = {"x-api-key": key, "anthropic-version": API_VERSION}
+        variable = "ANTHROPIC_API_KEY"
+    else:
+        from ralph.providers.ollama import normalize_host
+
+        key, variable, headers = None, None, {}
+        url = f"{normalize_host(_get(env, 'OLLAMA_HOST'))}/api/tags"
+    status, detail = probe(url, headers=headers, timeout=timeout, secrets=[key])
+    configured = name != "ollama" or _get(env, "OLLAMA_HOST") is not None or status is not None
+    return ProviderProbe(name, configured, variable, url, status, detail)

@@ -72,6 +72,7 @@ def test_a_loop_survives_malformed_agent_output(
     says.write_text(MALFORMED[name])
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CLAUDE_SAYS", str(says))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-the-preflight")
     monkeypatch.setenv("CALC", VERSIONS["full"])
     argv = ["run", "make f pass", "--actor", "claude", "--reflector", "heuristic"]
     result = ralph(*argv, "--test", check_command(), "--json", cwd=project)

@@ -1,0 +1,312 @@
+"""`ralph doctor`: can a loop start here? One table of what `ralph run` would use and find.
+
+The settings and where they come from, the actor and the reflector (built and preflighted as
+`ralph run` does), every check (installed? what does it say on the untouched tree, and with
+which role?), git and the memory folder; then, for choosing, every agent CLI (version, and
+credentials to run unattended: actors/readiness.py) and every provider (key, and whether its
+endpoint answers: providers/registry.py). Exit 0 when a loop can start, 1 when not.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ralph.cli.common import ConfigOpt, console, print_json
+from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, _run_flags
+from ralph.errors import RalphError
+
+
+@dataclass
+class Row:
+    """One finding. `ok`: True fine, False a loop cannot start, None worth knowing only."""
+
+    area: str
+    name: str
+    status: str
+    detail: str
+    ok: bool | None = True
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "area": self.area,
+            "name": self.name,
+            "status": self.status,
+            "ok": self.ok,
+            "detail": self.detail,
+            "hint": self.hint,
+        }
+
+
+def doctor_command(
+    actor: RunActorOpt = None,
+    model: ModelOpt = None,
+    reflector: RunReflectorOpt = None,
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    config_file: ConfigOpt = None,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Do not run the checks; only see that their tools exist."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: ok and every finding.")
+    ] = False,
+) -> None:
+    """Can a loop start here? Settings, actor, reflector, checks, git, memory, agent CLIs and
+    providers in one table; exit 0 when a loop can start, 1 when not."""
+    flags = _run_flags(
+        actor=actor, model=model, reflector=reflector, test=test, check=check, config=config_file
+    )
+    rows = diagnose(flags, run_checks=not no_run, show_progress=not as_json)
+    ok = all(row.ok is not False for row in rows)
+    if as_json:
+        print_json({"ok": ok, "findings": [row.to_json() for row in rows]})
+    else:
+        render(rows, ok)
+    raise typer.Exit(0 if ok else 1)
+
+
+def render(rows: list[Row], ok: bool) -> None:
+    """A table on a terminal (failures red, findings for information dim); tab-separated lines
+    in pipes and CI; then the hints of what is not fine, and the verdict."""
+    from ralph.cli.views import emit_table
+
+    out = console()
+    cells = [[row.area, row.name, row.status, row.detail] for row in rows]
+    if not out.is_terminal:
+        emit_table(out, "ralph doctor", ["area", "what", "status", "detail"], cells)
+    else:
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold")
+        for column in ("area", "what", "status"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("detail", overflow="fold")
+        for row in rows:
+            style = {True: "green", False: "bold red", None: "dim"}[row.ok]
+            table.add_row(
+                Text(row.area), Text(row.name), Text(row.status, style=style), Text(row.detail)
+            )
+        out.print(table)
+    for row in rows:
+        if row.hint and row.ok is not True:
+            out.print(f"{row.area} {row.name}: {row.hint}", markup=False, soft_wrap=True)
+    if ok:
+        out.print("a loop can start here", markup=False)
+    else:
+        failing = ", ".join(f"{r.area} {r.name}" for r in rows if r.ok is False)
+        out.print(f"a loop cannot start here: {failing}", markup=False, soft_wrap=True)
+
+
+def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) -> list[Row]:
+    """Every finding, in the order a loop meets them."""
+    from ralph import config
+    from ralph.actors.registry import probe_agents
+    from ralph.loop.assembly import project_root
+    from ralph.memory.store import MemoryStore
+    from ralph.providers.registry import probe_providers
+
+    root = project_root()
+    store = MemoryStore.discover(root)
+    environ = dict(os.environ)
+    rows: list[Row] = []
+    try:
+        settings = config.load(store.root, flags)
+        where = config.sources(store.root, flags) or ["defaults"]
+        rows.append(Row("settings", "sources", "ok", "; ".join(where)))
+    except RalphError as error:
+        settings = config.from_mapping({})
+        rows.append(Row("settings", "sources", "invalid", error.message, False, error.hint))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2, thread_name_prefix="ralph-doctor") as pool:
+        agents_job = pool.submit(probe_agents, environ, root, actor_args=settings.actor_args)
+        providers_job = pool.submit(probe_providers, environ)
+        rows += _actor_rows(settings, root, environ)
+        rows += _check_rows(settings, root, run=run_checks, show_progress=show_progress)
+        agents, providers = agents_job.result(), providers_job.result()
+    rows += _git_rows(settings, root)
+    rows.append(_memory_row(store))
+    for probe in agents:
+        rows.append(_agent_row(probe))
+    used = {settings.actor.split(":")[0], (settings.reflector or "").split(":")[0]}
+    for found in providers:
+        rows.append(_provider_row(found, needed=found.name in used))
+    return rows
+
+
+def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]:
+    from ralph.actors.registry import describe_actor, make_actor
+    from ralph.loop.assembly import make_reflector
+
+    try:
+        actor = make_actor(
+            settings.actor,
+            actor_args=settings.actor_args,
+            model=settings.model,
+            environ=environ,
+            base_dir=root,
+        )
+        actor.preflight()
+    except RalphError as error:
+        return [Row("actor", settings.actor, "cannot run", error.message, False, error.hint)]
+    chosen = f"{actor.name} (auto)" if settings.actor == "auto" else actor.name
+    rows = [Row("actor", chosen, "ok", describe_actor(actor))]
+    timeout = settings.reflector_timeout
+    limit = "no time limit" if not timeout else f"at most {timeout:g}s"
+    try:
+        reflector = make_reflector(settings, actor, root, environ)
+    except RalphError as error:
+        spec = settings.reflector or "default"
+        return [*rows, Row("reflector", spec, "cannot run", error.message, False, error.hint)]
+    client = getattr(reflector, "client", None)
+    if client is None:
+        detail = "a heuristic reflection from the diagnostics (no model)"
+        name = "heuristic"
+    else:
+        name = settings.reflector or f"{actor.name}'s model"
+        detail = f"{getattr(client, 'model', '?')}, {limit} per reflection"
+    return [*rows, Row("reflector", name, "ok", detail)]
+
+
+def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) -> list[Row]:
+    from ralph.cli.progress import check_progress
+    from ralph.evaluators.describe import check_summary
+    from ralph.evaluators.suite import CheckSuite, missing_tool
+    from ralph.loop.assembly import make_evaluator
+
+    try:
+        suite = make_evaluator(settings)
+    except RalphError as error:
+        return [Row("check", "-", "invalid", error.message, False, error.hint)]
+    if not suite.checks:
+        hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD"
+        return [Row("check", "-", "none", "no checks configured", False, hint)]
+    rows: dict[str, Row] = {}
+    runnable = []
+    for item in suite.checks:
+        problem = missing_tool(item)
+        if problem is None:
+            runnable.append(item)
+        else:
+            message, package = problem
+            rows[item.spec.name] = Row(
+                "check", item.spec.name, "missing", message, False, f"pip install {package}"
+            )
+    if runnable and not run:
+        for item in runnable:
+            rows[item.spec.name] = Row("check", item.spec.name, "found", item.spec.command)
+    elif runnable:
+        names = [c.spec.name for c in runnable]
+        with check_progress(names, enabled=show_progress) as done:
+            evaluation = CheckSuite.from_checks(runnable).evaluate_baseline(
+                root, named=settings.named(), success=settings.success, on_done=done
+            )
+        roles = evaluation.baseline.checks if evaluation.baseline else {}
+        for outcome in evaluation.outcomes:
+            base = roles.get(outcome.spec.name)
+            role = base.role if base else "-"
+            status = outcome.result.status
+            seconds = (outcome.result.duration_ms or 0) / 1000
+            summary = "passes" if status == "pass" else check_summary(outcome)
+            detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
+            ok = None if status == "error" else True
+            why = "it could not run on the untouched tree; see `ralph check`"
+            rows[outcome.spec.name] = Row(
+                "check",
+                outcome.spec.name,
+                f"{status}, {role}",
+                detail,
+                ok,
+                why if ok is None else None,
+            )
+        if evaluation.passed:
+            rows["(all)"] = Row(
+                "check",
+                "(all)",
+                "green",
+                "no target fails: a loop would end at once (already_green)",
+                None,
+                "name what must change with --test or --check, or --strict",
+            )
+    return [rows[c.spec.name] for c in suite.checks] + ([rows["(all)"]] if "(all)" in rows else [])
+
+
+def _git_rows(settings: Any, root: Path) -> list[Row]:
+    from ralph import process
+    from ralph.workspace.git import GitWorkspace, name_some
+    from ralph.workspace.locate import find_repo_root
+
+    if settings.no_git:
+        return [Row("git", "-", "off", "--no-git: no branch, commits or rollback")]
+    if find_repo_root(root) is None:
+        return [
+            Row(
+                "git",
+                "repository",
+                "none",
+                "the loop runs without branch, commits or rollback",
+                None,
+                "`git init` and commit, to get a branch per loop and rollback",
+            )
+        ]
+    workspace = GitWorkspace(root)
+    head = workspace.current_commit()
+    if head is None:
+        hint = "commit something first (git commit --allow-empty -m init), or use --no-git"
+        return [Row("git", "repository", "no commits", f"{root} has no commits", False, hint)]
+    branch = process.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root).stdout.strip()
+    dirty = workspace.dirty_files()
+    where = f"{branch or 'HEAD'} at {head[:12]}"
+    if dirty and not settings.allow_dirty:
+        hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"
+        detail = f"{where}; uncommitted: {name_some(dirty, 5)}"
+        return [Row("git", "repository", "dirty", detail, False, hint)]
+    state = f"{len(dirty)} uncommitted (--allow-dirty)" if dirty else "clean"
+    return [Row("git", "repository", "ok", f"{where}, {state}; {root}")]
+
+
+def _memory_row(store: Any) -> Row:
+    base: Path = store.base
+    existing = next((p for p in (base, *base.parents) if p.exists()), None)
+    if existing is None or not os.access(existing, os.W_OK):
+        hint = "make the project folder writable for this user"
+        return Row("memory", ".aiwg/ralph", "read-only", f"cannot write {base}", False, hint)
+    if not base.is_dir():
+        return Row("memory", ".aiwg/ralph", "ok", f"{base}, made by the first loop")
+    loops = store.loop_ids()
+    running = sorted(store.running_loops())
+    now = f"; running: {', '.join(running)}" if running else ""
+    return Row("memory", ".aiwg/ralph", "ok", f"{base}: {len(loops)} loops{now}")
+
+
+def _agent_row(probe: Any) -> Row:
+    if probe.path is None:
+        return Row("agent", probe.name, "not installed", probe.install, None)
+    version = probe.version or "version unknown"
+    credentials = probe.credentials
+    if credentials.ok:
+        return Row("agent", probe.name, "ready", f"{version}; {credentials.source}", None)
+    detail = f"{version}; {credentials.source}"
+    return Row("agent", probe.name, "no credentials", detail, None, credentials.hint)
+
+
+def _provider_row(found: Any, *, needed: bool) -> Row:
+    failed = False if needed else None  # a provider the actor or reflector does not use: info
+    if not found.configured:
+        return Row("provider", found.name, "not configured", found.detail, failed)
+    if found.ok:
+        return Row("provider", found.name, "reachable", f"{found.url}: {found.detail}", True)
+    status = "key refused" if found.status in (401, 403) else "unreachable"
+    if found.status is not None and status == "unreachable":
+        status = "answers badly"
+    hint = "check the key and the base URL variable" if needed or found.key else None
+    return Row("provider", found.name, status, f"{found.url}: {found.detail}", failed, hint)

@@ -1,0 +1,130 @@
+"""`ralph run --dry-run`: what a loop does before its first attempt, and nothing after.
+
+The settings, the actor and reflector (with their preflights), the checks' preflight, the git
+preflight and the baseline run exactly as `ralph run` runs them; then the first prompt is
+composed as the runner composes it (the same context, template and lessons) and shown as the
+actor would receive it. No actor runs; no branch, lock, state or record is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ralph import config
+from ralph.errors import ConfigError
+from ralph.ids import new_loop_id
+from ralph.loop.assembly import build_parts, project_root
+from ralph.loop.runner import LoopRunner
+from ralph.memory.store import MemoryStore
+from ralph.redact import redact
+from ralph.templates import render
+
+if TYPE_CHECKING:
+    from ralph.evaluators.base import Evaluation
+
+
+@dataclass
+class Preview:
+    task: str
+    actor: str  # the actor's name (`auto` resolved)
+    command: str  # how an attempt runs, in one line
+    prompt: str | None  # as the actor gets it; None when the baseline is already green
+    evaluation: Evaluation
+    notes: list[str] = field(default_factory=list)
+
+    def checks(self) -> list[dict[str, Any]]:
+        """Each check: its command, what it said on the untouched tree and its role."""
+        baseline = self.evaluation.baseline
+        rows = []
+        for outcome in self.evaluation.outcomes:
+            base = baseline.checks.get(outcome.spec.name) if baseline else None
+            rows.append(
+                {
+                    "name": outcome.spec.name,
+                    "command": outcome.spec.command,
+                    "parser": outcome.spec.parser,
+                    "status": outcome.result.status,
+                    "role": base.role if base else None,
+                    "why": base.why if base else "",
+                }
+            )
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "actor": self.actor,
+            "command": self.command,
+            "checks": self.checks(),
+            "already_green": self.prompt is None,
+            "prompt": self.prompt,
+            "notes": self.notes,
+        }
+
+
+class _Notes:
+    """A Reporter that keeps the notes (a lesson lookup that failed, say) and shows nothing."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def preview_run(
+    task: str,
+    flags: dict[str, Any],
+    *,
+    cwd: Path | None = None,
+    on_done: Any = None,
+) -> Preview:
+    """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
+    from ralph.actors.registry import describe_actor, prompt_as_sent
+    from ralph.loop import prompts
+
+    if not task.strip():
+        raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
+    task = redact(task)
+    root = project_root(cwd)
+    home = MemoryStore.discover(root).root
+    settings = config.load(home, flags)
+    parts = build_parts(settings, root)
+    parts.evaluator.preflight()
+    parts.actor.preflight()
+    loop_id = new_loop_id(task)
+    notes = []
+    if parts.workspace.is_git:
+        parts.workspace.preflight_loop(  # type: ignore[attr-defined]
+            loop_id, allow_dirty=settings.allow_dirty
+        )
+    if settings.worktree:
+        notes.append("--worktree: the loop would work in a new worktree at HEAD")
+    suite: Any = parts.evaluator  # a CheckSuite: it reports each check as it finishes
+    evaluation: Evaluation = suite.evaluate_baseline(
+        root, named=settings.named(), success=settings.success, on_done=on_done
+    )
+    reporter = _Notes()
+    command = describe_actor(parts.actor)
+    if evaluation.passed:
+        return Preview(task, parts.actor.name, command, None, evaluation, notes)
+    runner = LoopRunner(settings, MemoryStore(home), parts, reporter)
+    lessons = runner._lessons(loop_id, evaluation)  # the runner's own lookup, not a copy
+    context = prompts.actor_prompt_context(
+        task=task,
+        iteration=1,
+        max_iterations=settings.max_iterations,
+        evaluation=evaluation,
+        reflections=[],
+        lessons=[lesson.view() for lesson in lessons],
+        pivot=False,
+        unmatched_edits=[],
+    )
+    prompt = render("actor", context, project_root=home)
+    shown = prompt_as_sent(parts.actor, prompt, root)
+    return Preview(task, parts.actor.name, command, shown, evaluation, notes + reporter.notes)
