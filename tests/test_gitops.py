@@ -8,15 +8,11 @@ from pathlib import Path
 import pytest
 
 from ralph.errors import PreflightError, RalphError
-from ralph.workspace.git import (
-    DIFF_CAP,
-    ChangeSet,
-    FileChange,
-    GitWorkspace,
-    SnapshotWorkspace,
-    open_workspace,
-)
+from ralph.workspace import open_workspace
+from ralph.workspace.base import DIFF_CAP, ChangeSet, FileChange
+from ralph.workspace.git import GitWorkspace
 from ralph.workspace.locate import find_repo_root
+from ralph.workspace.snapshot import SnapshotWorkspace
 
 LOOP = "ralph-fix-tests-0123abcd"
 A_PY = "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"

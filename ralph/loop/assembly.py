@@ -57,7 +57,7 @@ def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[
 
 def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
     from ralph.actors.registry import make_actor
-    from ralph.workspace.git import open_workspace
+    from ralph.workspace import open_workspace
 
     env = os.environ if environ is None else environ
     actor = make_actor(settings.actor, actor_args=settings.actor_args, environ=env, base_dir=root)
@@ -175,7 +175,9 @@ def _run_in_worktree(
     parts: Parts | None,
 ) -> LoopResult:
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
-    from ralph.workspace.git import GitWorkspace, add_worktree, name_some, remove_worktree
+    from ralph.workspace.base import name_some
+    from ralph.workspace.git import GitWorkspace
+    from ralph.workspace.worktree import add_worktree, remove_worktree
 
     if settings.no_git:
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")

@@ -434,7 +434,8 @@ def run_batch(
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
-    from ralph.workspace.git import GitWorkspace, name_some
+    from ralph.workspace.base import name_some
+    from ralph.workspace.git import GitWorkspace
 
     with contextlib.suppress(Exception):
         dirty = GitWorkspace(root).dirty_files()

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation, Evaluator
     from ralph.memory.lessons import Lesson
     from ralph.reflection.reflector import Reflector
-    from ralph.workspace.git import Workspace
+    from ralph.workspace.base import Workspace
 
 EXIT_CODES = {
     "success": 0,
