@@ -104,9 +104,9 @@ def test_fresh_repository_without_commits_is_refused_with_a_hint(tmp_path: Path)
 def test_start_loop_creates_and_checks_out_the_loop_branch(repo: Path) -> None:
     head = git(repo, "rev-parse", "HEAD")
     state = GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
-    assert state["branch"] == f"ralph/{LOOP}"
-    assert state["base_commit"] == head
-    assert state["original_branch"] == "main"
+    assert state.branch == f"ralph/{LOOP}"
+    assert state.base_commit == head
+    assert state.original_branch == "main"
     assert git(repo, "branch", "--show-current") == f"ralph/{LOOP}"
     with pytest.raises(PreflightError, match="already exists"):
         GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
@@ -278,12 +278,12 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
     write(repo, "b.py", B_PY + "USER = True\n")
     workspace = GitWorkspace(repo)
     state = workspace.start_loop(LOOP, allow_dirty=True)
-    assert state["base_commit"] != state["original_commit"]
+    assert state.base_commit != state.original_commit
     write(repo, "notes.txt", "overwritten by the agent\n")
     write(repo, "agent.py", "made by the agent\n")
     workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.10")
 
-    workspace.restore(state["base_commit"])
+    workspace.restore(state.base_commit)
 
     assert (repo / "notes.txt").read_text() == "the user's own notes\n"
     assert (repo / "b.py").read_text() == B_PY + "USER = True\n"
@@ -292,7 +292,7 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
 
 def test_restore_refuses_to_overwrite_uncommitted_changes(repo: Path) -> None:
     workspace = GitWorkspace(repo)
-    base = workspace.start_loop(LOOP, allow_dirty=False)["base_commit"]
+    base = workspace.start_loop(LOOP, allow_dirty=False).base_commit
     write(repo, "a.py", "unsaved\n")
     with pytest.raises(RalphError, match="uncommitted"):
         workspace.restore(base)
@@ -333,15 +333,15 @@ def test_resume_checks_out_the_loop_branch_and_keeps_memory_bytes(repo: Path) ->
     workspace = GitWorkspace(repo)
     state = workspace.start_loop(LOOP, allow_dirty=False)
     write(repo, "a.py", "loop work\n")
-    workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.50")
+    state = state.committed(1, workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.50"))
     git(repo, "checkout", "-q", "main")
     write(repo, ".aiwg/ralph/reflections/other/001.json", '{"kept": true}\n')
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "user commits memory on main")
 
-    GitWorkspace(repo).resume_loop(state)
+    assert GitWorkspace(repo).resume_loop(state, LOOP, 1) == []
 
-    assert git(repo, "branch", "--show-current") == state["branch"]
+    assert git(repo, "branch", "--show-current") == state.branch
     assert (repo / "a.py").read_text() == "loop work\n"
     memory = repo / ".aiwg/ralph/reflections/other/001.json"
     assert memory.read_text() == '{"kept": true}\n'
@@ -353,7 +353,7 @@ def test_resume_refuses_to_switch_over_uncommitted_changes(repo: Path) -> None:
     git(repo, "checkout", "-q", "main")
     write(repo, "b.py", "user edit on main\n")
     with pytest.raises(PreflightError, match=r"b\.py"):
-        workspace.resume_loop(state)
+        workspace.resume_loop(state, LOOP, 0)
     assert git(repo, "branch", "--show-current") == "main"
 
 

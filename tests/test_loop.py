@@ -233,7 +233,7 @@ def test_window_policy_and_memory_tokens_reach_the_records(ralph: RunCli, repo: 
     assert second["memory_metadata"]["window_policy"] == "fifo"
     assert second["memory_metadata"]["reflections_in_context"] == [1]
     state = MemoryStore(repo).read_state(json.loads(result.out)["loop_id"])
-    assert state.settings["memory_tokens"] == 300
+    assert state.settings.memory_tokens == 300
 
 
 def test_bad_window_policy_is_a_usage_error(ralph: RunCli, repo: Path) -> None:

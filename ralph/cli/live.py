@@ -69,7 +69,7 @@ class PlainReporter:
             self.stream.flush()
 
     def loop_started(self, state: LoopState, resumed: bool) -> None:
-        self.max_iterations = int(state.settings.get("max_iterations", 0))
+        self.max_iterations = state.settings.max_iterations
         verb = "resumed" if resumed else "started"
         self.line(f"loop {state.loop_id} {verb}: {state.task}")
 

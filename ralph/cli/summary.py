@@ -29,7 +29,7 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
         raise StoreError(f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows loops")
     task = state.task if state else next((r.task_description for r in records), None)
     rewards = [r.evaluator_output.reward_signal or 0.0 for r in records]
-    baseline = (state.baseline or {}).get("reward") if state else None
+    baseline = state.baseline.reward if state and state.baseline else None
     curve = ([baseline] if baseline is not None else []) + rewards
     if state is not None:
         status, stop = store.effective_status(state), state.stop_reason
@@ -38,7 +38,7 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
 
         status, stop = status_from_records([r.evaluator_output.passed for r in records]), None
     best = max(rewards, default=None)
-    branch = (state.git or {}).get("branch") if state else None
+    branch = state.git.branch if state and state.git else None
     lines = [
         f"### ralph: {_cell(task, 200)}",
         "",

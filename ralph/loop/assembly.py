@@ -130,7 +130,7 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             best_iteration=state.best_iteration,
             best_reward=state.best_reward,
             reward_history=list(state.reward_history),
-            usage=dict(state.usage),
+            usage=state.usage.to_json(),
             reflections_dir=str(store.reflections_dir(loop_id)),
             message=ABORTED_MESSAGE,
         )
@@ -206,9 +206,11 @@ def _run_in_worktree(
 
 def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
     """An already-green loop's state no longer names the worktree just removed."""
+    from ralph.workspace.base import GitState
+
     with contextlib.suppress(StoreError):
         state = store.read_state(loop_id)
-        if state.git and set(state.git) == {"worktree"}:
+        if state.git is not None and state.git == GitState(worktree=state.git.worktree):
             state.git = None
             store.write_state(state)
 
@@ -232,7 +234,7 @@ def resume_task(
     ):
         state.status, state.stop_reason = "aborted", "aborted by user"
         store.write_state(state)
-    snapshot = dict(state.settings)
+    snapshot = state.settings.snapshot()
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
@@ -242,7 +244,7 @@ def resume_task(
 
 def loop_workdir(state: LoopState, home: Path) -> Path:
     """The working tree a loop works in: its worktree if it has one, else the main tree."""
-    worktree = (state.git or {}).get("worktree")
+    worktree = state.git.worktree if state.git else None
     if not worktree:
         return home
     path = Path(worktree)
@@ -320,14 +322,14 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "status": store.effective_status(state),
         "stop_reason": state.stop_reason,
         "iteration": state.iteration,
-        "max_iterations": state.settings.get("max_iterations"),
+        "max_iterations": state.settings.max_iterations,
         "best_iteration": state.best_iteration,
         "best_reward": state.best_reward,
-        "baseline_reward": (state.baseline or {}).get("reward"),
+        "baseline_reward": state.baseline.reward if state.baseline else None,
         "reward_history": state.reward_history,
-        "usage": state.usage,
-        "branch": (state.git or {}).get("branch"),
-        "worktree": (state.git or {}).get("worktree"),
+        "usage": state.usage.to_json(),
+        "branch": state.git.branch if state.git else None,
+        "worktree": state.git.worktree if state.git else None,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }

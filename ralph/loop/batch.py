@@ -192,8 +192,8 @@ class Entry:
         moved = state.iteration != self.iteration
         self.iteration, self.best_reward = state.iteration, state.best_reward
         self.rewards, self.stop_reason = list(state.reward_history), state.stop_reason
-        self.branch = (state.git or {}).get("branch")
-        self.worktree = (state.git or {}).get("worktree")
+        self.branch = state.git.branch if state.git else None
+        self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
         return moved
 

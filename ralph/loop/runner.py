@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation, Evaluator
     from ralph.memory.lessons import Lesson
     from ralph.reflection.reflector import Reflector
-    from ralph.workspace.base import Workspace
+    from ralph.workspace.base import GitState, Workspace
 
 EXIT_CODES = {
     "success": 0,
@@ -165,12 +165,10 @@ class LoopRunner:
     def start(self, task: str, loop_id: str) -> LoopResult:
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
-        state = LoopState(loop_id=loop_id, task=task, settings=self.settings.snapshot())
+        state = LoopState(loop_id=loop_id, task=task, settings=self.settings)
         with self.store.lock(loop_id, self.workdir):
-            if self.parts.workspace.is_git:  # a dirty tree is refused before the checks run
-                self.parts.workspace.preflight_loop(  # type: ignore[attr-defined]
-                    loop_id, allow_dirty=self.settings.allow_dirty
-                )
+            # a dirty tree is refused before the checks run
+            self.parts.workspace.preflight_loop(loop_id, allow_dirty=self.settings.allow_dirty)
             self.store.ensure()
             self.store.claim(state, self.workdir)  # issue 15: saved before the baseline starts
             self._bind_judges(task, self.parts.workspace.current_commit())
@@ -219,14 +217,12 @@ class LoopRunner:
             # finished (commit, state): that attempt is done again and its record rewritten
             records = self.store.valid_records(state.loop_id)
             self.records = [r for r in records if r.iteration <= state.iteration]
-            workspace = self.parts.workspace
-            if workspace.is_git and state.git:  # the branch exactly as the state knows it
-                recover = workspace.recover  # type: ignore[attr-defined]
-                for note in recover(state.git, state.loop_id, state.iteration):
-                    self.reporter.note(note)
+            # the branch exactly as the state knows it
+            for note in self.parts.workspace.resume_loop(state.git, state.loop_id, state.iteration):
+                self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.baseline = Baseline.stored(self.store.read_baseline(state.loop_id), state.baseline)
-            self._bind_judges(state.task, (state.git or {}).get("base_commit"))
+            self._bind_judges(state.task, state.git.base_commit if state.git else None)
             self.reporter.phase(0, "baseline")
             self._last_evaluation = self.parts.evaluator.evaluate(
                 self.workdir, baseline=self.baseline, on_output=self.reporter.output
@@ -278,31 +274,23 @@ class LoopRunner:
             self.reporter.note(f"targets (must end green): {', '.join(targets)}")
 
     # the loop -----------------------------------------------------------------------------
-    def _start_git(self, loop_id: str) -> dict[str, Any] | None:
-        workspace = self.parts.workspace
-        if not workspace.is_git:
+    def _start_git(self, loop_id: str) -> GitState | None:
+        git = self.parts.workspace.start_loop(loop_id, allow_dirty=self.settings.allow_dirty)
+        if git is None:
             self.reporter.note("not a git repository (or --no-git): no commits, no rollback")
             return None
-        git_state: dict[str, Any] = workspace.start_loop(  # type: ignore[attr-defined]
-            loop_id, allow_dirty=self.settings.allow_dirty
-        )
-        git_state.setdefault("commits", {})
-        from ralph.workspace.git import (
-            user_changes_note,  # issue 15: --allow-dirty keeps your index
-        )
-
-        if note := user_changes_note(git_state):
+        if note := git.user_changes_note():  # issue 15: --allow-dirty keeps your index
             self.reporter.note(note)
         if self.workdir != self.store.root:  # a linked worktree: `resume` must find it again
-            git_state["worktree"] = str(self.workdir)
-        return git_state
+            git = replace(git, worktree=str(self.workdir))
+        return git
 
     def _run(self, state: LoopState, *, resumed: bool) -> LoopResult:
         state.status, state.stop_reason = "running", None
         state.pid, state.host = os.getpid(), socket.gethostname()
         self.store.write_state(state)
         self.reporter.loop_started(state, resumed)
-        started = time.monotonic() - float(state.usage.get("wall_seconds", 0.0))
+        started = time.monotonic() - state.usage.wall_seconds
         policy = self.policy()
         try:
             while True:
@@ -326,7 +314,7 @@ class LoopRunner:
             state.status, state.stop_reason = (
                 ("aborted", "aborted by user") if aborted else ("paused", "interrupted")
             )
-            state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+            state.usage = replace(state.usage, wall_seconds=round(time.monotonic() - started, 3))
             self.store.write_state(state)
             if aborted:
                 return self._finish(state, "aborted", ABORTED_MESSAGE)
@@ -343,7 +331,7 @@ class LoopRunner:
                 reason = f"{exhausted} ({exc.message})"
                 return self._stop(state, Decision("budget", reason), started)
             state.status, state.stop_reason = "paused", f"error: {exc.message}"[:500]
-            state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+            state.usage = replace(state.usage, wall_seconds=round(time.monotonic() - started, 3))
             with contextlib.suppress(RalphError):  # the disk may be what failed
                 self.store.write_state(state)
             raise
@@ -468,7 +456,7 @@ class LoopRunner:
         if sha:
             record.ralph.git_commit = sha
             if state.git is not None:
-                state.git.setdefault("commits", {})[str(iteration)] = sha
+                state.git = state.git.committed(iteration, sha)
         self.store.write_record(record)
         self.records.append(record)
         self._last_evaluation = evaluation
@@ -583,8 +571,9 @@ class LoopRunner:
         if self.records:
             last = self.records[-1]
             return last.reward, len(last.evaluator_output.errors or [])
-        baseline = state.baseline or {}
-        return float(baseline.get("reward", 0.0)), int(baseline.get("error_count", 0))
+        if state.baseline is None:
+            return 0.0, 0
+        return state.baseline.reward, state.baseline.error_count
 
     def _attempts(self) -> list[Attempt]:
         return [
@@ -599,39 +588,16 @@ class LoopRunner:
 
     @staticmethod
     def _baseline(state: LoopState) -> Attempt | None:
-        if not state.baseline:
-            return None
         b = state.baseline
-        return Attempt(
-            0, float(b.get("reward", 0.0)), bool(b.get("passed")), b.get("error_fingerprint", "")
-        )
+        return None if b is None else Attempt(0, b.reward, b.passed, b.error_fingerprint)
 
     def _account(self, state: LoopState, record: IterationRecord, started: float) -> None:
-        usage = record.ralph.usage if record.ralph else Usage()
-        totals = state.usage
-        totals["tokens_in"] = (
-            int(totals.get("tokens_in", 0))
-            + (usage.actor_tokens_in or 0)
-            + (usage.reflector_tokens_in or 0)
-        )
-        totals["tokens_out"] = (
-            int(totals.get("tokens_out", 0))
-            + (usage.actor_tokens_out or 0)
-            + (usage.reflector_tokens_out or 0)
-        )
-        known = [c for c in (totals.get("cost_usd"), usage.cost_usd) if c is not None]
-        totals["cost_usd"] = round(sum(known), 6) if known else None
-        totals["wall_seconds"] = round(time.monotonic() - started, 3)
-        state.iteration = record.iteration
-        state.reward_history.append(record.reward)
-        if state.best_reward is None or record.reward > state.best_reward:
-            state.best_reward, state.best_iteration = record.reward, record.iteration
+        state.count(record)
+        state.usage = replace(state.usage, wall_seconds=round(time.monotonic() - started, 3))
         self.store.write_state(state)
 
     def _spend(self, state: LoopState, started: float) -> Spend:
-        usage = state.usage
-        tokens = int(usage.get("tokens_in", 0)) + int(usage.get("tokens_out", 0))
-        return Spend(time.monotonic() - started, tokens, usage.get("cost_usd"))
+        return Spend(time.monotonic() - started, state.usage.tokens, state.usage.cost_usd)
 
     def _attempt_timeout(self, started: float) -> float | None:
         """The attempt's wall limit: --iteration-timeout, cut to what --timeout has left."""
@@ -646,11 +612,11 @@ class LoopRunner:
     def _maybe_rollback(self, state: LoopState) -> None:
         """After an attempt worse than the best tree so far (the baseline's included), or one
         that broke a guard while gaining nothing, start the next attempt from the best tree."""
-        if self.settings.no_rollback or not self.parts.workspace.is_git or not self.records:
+        if self.settings.no_rollback or state.git is None or not self.records:
             return
         last = self.records[-1]
         best, best_reward = state.best_iteration, state.best_reward
-        base_reward = float((state.baseline or {}).get("reward", 0.0))
+        base_reward = state.baseline.reward if state.baseline else 0.0
         if best is None or best_reward is None or base_reward >= best_reward:
             best, best_reward = 0, base_reward
         regressed = bool(last.ralph and last.ralph.regressions)
@@ -658,8 +624,7 @@ class LoopRunner:
             last.reward < best_reward or (regressed and last.reward <= best_reward)
         ):
             return
-        git = state.git or {}
-        commit = git.get("base_commit") if best == 0 else git.get("commits", {}).get(str(best))
+        commit = state.git.commit_of(best)
         if not commit:
             return
         self.parts.workspace.restore(commit)
@@ -724,7 +689,7 @@ class LoopRunner:
     def _stop(self, state: LoopState, decision: Decision, started: float) -> LoopResult:
         state.status = FINAL_STATUS[decision.action]
         state.stop_reason = decision.action
-        state.usage["wall_seconds"] = round(time.monotonic() - started, 3)
+        state.usage = replace(state.usage, wall_seconds=round(time.monotonic() - started, 3))
         self.store.write_state(state)
         return self._finish(state, decision.action, decision.reason)
 
@@ -734,11 +699,11 @@ class LoopRunner:
         return result
 
     def _result(self, state: LoopState, code: int, message: str) -> LoopResult:
-        roles = (state.baseline or {}).get("roles") or {}
+        baseline = state.baseline
         last = self._last_evaluation
         return LoopResult(
-            targets=[name for name, role in roles.items() if role == "target"],
-            guards=[name for name, role in roles.items() if role == "guard"],
+            targets=baseline.named("target") if baseline else [],
+            guards=baseline.named("guard") if baseline else [],
             regressions=last.counts()["regressions"] if last is not None else 0,
             loop_id=state.loop_id,
             status=state.status,
@@ -748,7 +713,7 @@ class LoopRunner:
             best_iteration=state.best_iteration,
             best_reward=state.best_reward,
             reward_history=list(state.reward_history),
-            usage=dict(state.usage),
+            usage=state.usage.to_json(),
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             message=message,
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph import schemas
-from ralph.errors import LoopAborted, PreflightError, StoreError
+from ralph.errors import LoopAborted, PreflightError, RalphError, StoreError
 from ralph.files import (
     AIWG_DIR,
     atomic_write_json,
@@ -31,8 +31,10 @@ from ralph.files import (
     writable_hint,
 )
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
-from ralph.records import IterationRecord, from_json, to_json, utc_now
+from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
+from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
+from ralph.workspace.base import GitState
 
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
@@ -40,29 +42,6 @@ GITIGNORE = (
     "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
 )
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
-
-
-@dataclass
-class LoopState:
-    """`loops/<id>/state.json` (DESIGN.md section 5)."""
-
-    loop_id: str
-    task: str
-    status: str = "running"
-    created_at: str = field(default_factory=utc_now)
-    updated_at: str = field(default_factory=utc_now)
-    iteration: int = 0
-    best_iteration: int | None = None
-    best_reward: float | None = None
-    reward_history: list[float] = field(default_factory=list)
-    baseline: dict[str, Any] | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    git: dict[str, Any] | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str | None = None
-    pid: int | None = None
-    host: str | None = None
-    schema_version: str = "1.0"
 
 
 @dataclass
@@ -221,7 +200,7 @@ class MemoryStore:
 
     def write_state(self, state: LoopState) -> None:
         state.updated_at = utc_now()
-        data = redact_data(to_json(state))
+        data = redact_data(state.to_json())
         problems = schemas.errors(schemas.LOOP_STATE, data)
         if problems:
             raise StoreError(f"refusing to write an invalid loop state: {problems[0]}")
@@ -318,7 +297,7 @@ class MemoryStore:
         state.status, state.stop_reason = "running", None
         state.pid, state.host = os.getpid(), socket.gethostname()
         if workdir.resolve() != self.root and not state.git:
-            state.git = {"worktree": str(workdir)}  # so `resume` finds a --worktree loop
+            state.git = GitState(worktree=str(workdir))  # so `resume` finds a --worktree loop
         self.write_state(state)
 
     def abort_path(self, loop_id: str) -> Path:
@@ -489,4 +468,8 @@ def parse_state(path: Path) -> LoopState:
     problems = schemas.errors(schemas.LOOP_STATE, data)
     if problems:
         raise StoreError(f"{path}: invalid loop state: {problems[0]}")
-    return from_json(LoopState, data)
+    try:
+        return LoopState.from_json(data)
+    except (RalphError, TypeError, ValueError, KeyError) as exc:  # say, settings it cannot read
+        why = exc.message if isinstance(exc, RalphError) else str(exc)
+        raise StoreError(f"{path}: invalid loop state: {why}") from None

@@ -1,16 +1,21 @@
 """The Workspace seam: what the loop needs from the project directory, with or without git.
 
-`GitWorkspace` (git.py) keeps a branch with one commit per iteration; `SnapshotWorkspace`
-(snapshot.py), outside git, hashes files to see what an attempt changed. Both report a
-`ChangeSet`, so the loop records what the actor really did either way.
+The loop drives one lifecycle through it: `preflight_loop` (refuse before any check runs),
+`start_loop` (the loop branch), per iteration `begin_iteration`, `changes`, `commit_iteration`
+and `restore` (rollback), and `resume_loop` after an interruption. `GitWorkspace` (git.py)
+keeps a branch with one commit per iteration; `SnapshotWorkspace` (snapshot.py), outside git,
+hashes files to see what an attempt changed and answers the rest with no-ops. Both report a
+`ChangeSet`, so the loop records what the actor really did either way. `GitState` is what the
+loop's state file keeps of the branch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ralph.records import Action, ActionType, Changes, TotalChanges
 from ralph.redact import redact
@@ -91,16 +96,108 @@ class ChangeSet:
         return f"{head}: {name_some(self.paths(), 5)}"
 
 
+@dataclass(frozen=True)
+class GitState:
+    """The state file's `git` object: where the loop branch started and the commit of each
+    iteration, so a rollback or a resumed loop returns to exactly those trees."""
+
+    branch: str | None = None
+    base_commit: str | None = None  # HEAD at the start, or the commit of --allow-dirty's work
+    original_branch: str | None = None  # the branch the loop started from (None: detached)
+    original_commit: str | None = None
+    user_changes: str | None = None  # the stash entry holding --allow-dirty's work as it was
+    worktree: str | None = None  # the linked worktree a --worktree loop works in
+    commits: Mapping[str, str] = field(default_factory=dict)  # iteration (as text) -> sha
+
+    def commit_of(self, iteration: int) -> str | None:
+        """The tree of `iteration`; 0 is the starting point."""
+        return self.base_commit if iteration == 0 else self.commits.get(str(iteration))
+
+    def committed(self, iteration: int, sha: str) -> GitState:
+        return replace(self, commits={**self.commits, str(iteration): sha})
+
+    def user_changes_note(self) -> str | None:
+        """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
+        if not self.user_changes:
+            return None
+        where = self.original_branch or "your branch"
+        return (
+            f"your uncommitted changes are in the loop's starting point, and saved as they were "
+            f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
+            f"`git stash apply --index {self.user_changes[:12]}` brings them back"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.branch is not None:  # a started loop: its branch and commits, as git names them
+            data.update(
+                branch=self.branch,
+                base_commit=self.base_commit,
+                original_branch=self.original_branch,
+                original_commit=self.original_commit,
+            )
+            if self.user_changes:
+                data["user_changes"] = self.user_changes
+            data["commits"] = dict(self.commits)
+        if self.worktree is not None:
+            data["worktree"] = self.worktree
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GitState:
+        """Lenient: keys it does not know are left out, a missing one is None."""
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
+        commits = data.get("commits")
+        return cls(
+            branch=text("branch"),
+            base_commit=text("base_commit"),
+            original_branch=text("original_branch"),
+            original_commit=text("original_commit"),
+            user_changes=text("user_changes"),
+            worktree=text("worktree"),
+            commits={str(k): str(v) for k, v in commits.items()}
+            if isinstance(commits, Mapping)
+            else {},
+        )
+
+
 class Workspace(Protocol):
-    """What the loop needs from the project directory, with or without git."""
+    """What the loop needs from the project directory, with or without git: the lifecycle of a
+    loop and of each iteration. Without git the lifecycle is a no-op and nothing rolls back."""
 
     root: Path
-    is_git: bool
+
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> None:
+        """Refuse, before any check runs, what would stop `start_loop` (say, a dirty tree)."""
+        ...
+
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> GitState | None:
+        """Begin the loop's history (its branch); None where there is none (no git)."""
+        ...
+
+    def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
+        """Before a resumed loop goes on: the tree exactly as the state's `iteration` left it,
+        an interrupted attempt's leftovers saved aside; returns what was done, one note each."""
+        ...
 
     def begin_iteration(self) -> None: ...
-    def changes(self) -> ChangeSet: ...
-    def commit_iteration(self, message: str) -> str | None: ...
-    def restore(self, commit: str) -> None: ...
+
+    def changes(self) -> ChangeSet:
+        """What the attempt changed since `begin_iteration`."""
+        ...
+
+    def commit_iteration(self, message: str) -> str | None:
+        """Commit the attempt; its sha, or None without git."""
+        ...
+
+    def restore(self, commit: str) -> None:
+        """Roll the code back to `commit` (memory stays); raises without git."""
+        ...
+
     def current_commit(self) -> str | None: ...
 
 

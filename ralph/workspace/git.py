@@ -16,11 +16,10 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from ralph.errors import PreflightError, RalphError
 from ralph.ids import validate_loop_id
-from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, name_some
+from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
@@ -311,8 +310,12 @@ class GitWorkspace:
 
     # -- loop lifecycle ------------------------------------------------------------------------
 
-    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> tuple[str, list[str]]:
-        """Refuse what would stop `start_loop`, before any check runs; HEAD and dirty paths."""
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> None:
+        """Refuse what would stop `start_loop`, before any check runs."""
+        self._preflight(loop_id, allow_dirty=allow_dirty)
+
+    def _preflight(self, loop_id: str, *, allow_dirty: bool) -> tuple[str, list[str]]:
+        """HEAD and the dirty paths, once nothing stands in the loop's way."""
         validate_loop_id(loop_id)
         head = self.current_commit()
         if head is None:
@@ -333,14 +336,14 @@ class GitWorkspace:
             )
         return head, dirty
 
-    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> dict[str, Any]:
-        """Create and check out `ralph/<loop-id>`; returns the state's `git` object.
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> GitState:
+        """Create and check out `ralph/<loop-id>`; returns what the state keeps of it.
 
         With `allow_dirty`, the user's uncommitted work is recorded as a first "starting point"
         commit on the loop branch (the tree itself is untouched) and becomes `base_commit`, so
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
-        head, dirty = self.preflight_loop(loop_id, allow_dirty=allow_dirty)
+        head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
         branch = f"ralph/{loop_id}"
         original = self._current_branch()
         saved = (
@@ -354,15 +357,13 @@ class GitWorkspace:
         if dirty:
             note = f"ralph: {loop_id} starting point (uncommitted changes on {original or head})"
             base = self.commit_iteration(note)
-        state = {
-            "branch": branch,
-            "base_commit": base,
-            "original_branch": original,
-            "original_commit": head,
-        }
-        if saved:
-            state["user_changes"] = saved
-        return state
+        return GitState(
+            branch=branch,
+            base_commit=base,
+            original_branch=original,
+            original_commit=head,
+            user_changes=saved,
+        )
 
     def _stash_user_changes(self, where: str) -> str:
         """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
@@ -392,9 +393,8 @@ class GitWorkspace:
         self._git.run("stash", "store", "-m", message, stash)
         return stash
 
-    def resume_loop(self, git_state: Mapping[str, Any]) -> None:
+    def _checkout_loop_branch(self, branch: str) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
-        branch = str(git_state.get("branch") or "")
         self._refuse_stale_locks(branch)
         if not branch or self._current_branch() == branch:
             return
@@ -427,7 +427,7 @@ class GitWorkspace:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
 
-    def recover(self, git_state: Mapping[str, Any], loop_id: str, iteration: int) -> list[str]:
+    def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
         """Before a resumed loop goes on: its branch checked out, exactly at the commit of the
         state's last iteration, the tree clean; returns what was done, one note each.
 
@@ -436,14 +436,13 @@ class GitWorkspace:
         `refs/ralph/rescue/<loop>/<n>` (n: the iteration done again) and cleared: the branch is
         reset to the state's commit, so iteration n is done once, from where the state says.
         """
-        branch = str(git_state.get("branch") or "")
-        commits = git_state.get("commits") or {}
-        expected = commits.get(str(iteration)) if iteration else None
-        expected = expected or git_state.get("base_commit")
-        if not branch or not expected or self._rev(str(expected)) is None:
-            self.resume_loop(git_state)
+        if git is None:  # a loop that never had a branch (started outside git)
             return []
-        expected = str(expected)
+        branch = git.branch or ""
+        expected = git.commit_of(iteration) or git.base_commit
+        if not branch or not expected or self._rev(expected) is None:
+            self._checkout_loop_branch(branch)
+            return []
         notes = []
         self._refuse_stale_locks(branch)
         if self._rev(f"refs/heads/{branch}") is None:  # deleted: the state knows where it was
@@ -455,7 +454,7 @@ class GitWorkspace:
                 expected,
             )
             notes.append(f"the loop branch {branch} was gone: recreated at {expected[:12]}")
-        self.resume_loop(git_state)
+        self._checkout_loop_branch(branch)
         self._branch = branch
         rescued = self.rescue(loop_id, iteration + 1)
         if rescued:
@@ -534,19 +533,6 @@ class GitWorkspace:
         self._git.run("update-ref", "-m", message, ref, sha)
         self._put_back(head, sha)
         return ref
-
-
-def user_changes_note(git_state: Mapping[str, Any]) -> str | None:
-    """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
-    stash = git_state.get("user_changes")
-    if not stash:
-        return None
-    where = git_state.get("original_branch") or "your branch"
-    return (
-        f"your uncommitted changes are in the loop's starting point, and saved as they were "
-        f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
-        f"`git stash apply --index {str(stash)[:12]}` brings them back"
-    )
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.errors import RalphError
-from ralph.workspace.base import ChangeKind, ChangeSet, FileChange
+from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState
 
 SNAPSHOT_MAX_BYTES = 1 << 20  # larger files are hashed, not kept for diffing
 RACY_NS = 2_000_000_000  # a file touched this close to a snapshot is compared by content
@@ -41,6 +41,16 @@ class SnapshotWorkspace:
         self.is_git = False
         self._base: dict[str, _FileState] = {}
         self._taken_ns = 0
+
+    # the loop's lifecycle: nothing to prepare, nothing to return to
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> None:
+        return None
+
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> GitState | None:
+        return None
+
+    def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
+        return []
 
     def begin_iteration(self) -> None:
         now = time.time_ns()
