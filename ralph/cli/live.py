@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ralph.evaluators.base import CheckOutcome, Evaluation
     from ralph.loop.policy import Decision
-    from ralph.loop.runner import LoopResult
+    from ralph.loop.result import LoopResult
     from ralph.memory.store import LoopState
     from ralph.records import IterationRecord
 

@@ -17,7 +17,9 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
-from ralph.loop.runner import ABORTED_MESSAGE, LoopResult, LoopRunner, Parts, Reporter
+from ralph.loop.result import ABORTED_MESSAGE, LoopResult
+from ralph.loop.runner import LoopRunner
+from ralph.loop.steps import Parts, Reporter
 from ralph.memory.store import LoopState, MemoryStore, same_process
 from ralph.redact import redact
 
@@ -121,18 +123,11 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
         state = store.read_state(loop_id)
         state.status, state.stop_reason = "aborted", "aborted by user"
         store.write_state(state)
-        result = LoopResult(
-            loop_id=loop_id,
-            status="aborted",
-            stop_reason="aborted by user",
-            exit_code=EXIT_ABORTED,
-            iterations=state.iteration,
-            best_iteration=state.best_iteration,
-            best_reward=state.best_reward,
-            reward_history=list(state.reward_history),
-            usage=state.usage.to_json(),
+        result = LoopResult.of(
+            state,
+            EXIT_ABORTED,
+            ABORTED_MESSAGE,
             reflections_dir=str(store.reflections_dir(loop_id)),
-            message=ABORTED_MESSAGE,
         )
         reporter.loop_finished(result)
         return result

@@ -34,7 +34,6 @@ from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
 from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
-from ralph.workspace.base import GitState
 
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
@@ -290,15 +289,6 @@ class MemoryStore:
             return state.status
         alive = self.running_loops() if running is None else running
         return "running" if state.loop_id in alive else "crashed"
-
-    def claim(self, state: LoopState, workdir: Path) -> None:
-        """Mark `state` running in this process and save it: called with the lock held, before
-        anything (the baseline checks first) starts a process `resume` may have to stop."""
-        state.status, state.stop_reason = "running", None
-        state.pid, state.host = os.getpid(), socket.gethostname()
-        if workdir.resolve() != self.root and not state.git:
-            state.git = GitState(worktree=str(workdir))  # so `resume` finds a --worktree loop
-        self.write_state(state)
 
     def abort_path(self, loop_id: str) -> Path:
         return self.loop_dir(loop_id) / "abort-requested"

@@ -128,20 +128,17 @@ class GitState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        if self.branch is not None:  # a started loop: its branch and commits, as git names them
-            data.update(
-                branch=self.branch,
-                base_commit=self.base_commit,
-                original_branch=self.original_branch,
-                original_commit=self.original_commit,
-            )
-            if self.user_changes:
-                data["user_changes"] = self.user_changes
-            data["commits"] = dict(self.commits)
-        if self.worktree is not None:
-            data["worktree"] = self.worktree
-        return data
+        """What is known, None left out; `commits` once the loop has its branch."""
+        data: dict[str, Any] = {
+            "branch": self.branch,
+            "base_commit": self.base_commit,
+            "original_branch": self.original_branch,
+            "original_commit": self.original_commit,
+            "user_changes": self.user_changes,
+            "commits": dict(self.commits) if self.branch is not None else None,
+            "worktree": self.worktree,
+        }
+        return {key: value for key, value in data.items() if value is not None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GitState:

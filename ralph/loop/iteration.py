@@ -1,0 +1,220 @@
+"""One iteration as values: compose -> act -> evaluate -> reflect -> remember.
+
+Each step of `LoopRunner._iteration` returns one of the values below; `make_record` turns the
+four of them into the iteration's record in one place: the Reflexion record, ralph's extension
+(usage, durations, roles, the commit), and the notes on what ralph ignored or undid.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ralph.records import (
+    ActorOutput,
+    IterationRecord,
+    MemoryMetadata,
+    PerformanceDelta,
+    RalphExtension,
+    ReflectionSource,
+    SelfReflection,
+    TraceSummary,
+    Usage,
+    WindowPolicy,
+    annotate,
+    sum_costs,
+    utc_now,
+)
+
+if TYPE_CHECKING:
+    from ralph.actors.base import ActorResult
+    from ralph.evaluators.base import Evaluation
+    from ralph.memory.state import BaselineSummary
+    from ralph.workspace.base import ChangeSet
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """compose: the actor's prompt and what went into it."""
+
+    iteration: int
+    text: str
+    window: list[IterationRecord]  # the Ω reflections it shows
+    omega: int
+    lessons: list[str]  # ids of the other loops' lessons it shows
+    artifacts: Path  # loops/<id>/NNN/: prompt.md, the logs, the trace
+
+
+@dataclass(frozen=True)
+class Acted:
+    """act: what the actor said and what it changed in the tree (the tree decides)."""
+
+    result: ActorResult
+    changes: ChangeSet
+    duration_ms: int
+
+    @functools.cached_property
+    def output(self) -> ActorOutput:
+        """The record's actor_output; reading it waits for the diffs, so read it only once
+        the checks have run (a git workspace diffs in the background meanwhile)."""
+        return ActorOutput(
+            actions=self.changes.actions(),
+            rationale=rationale(self.result),
+            files_modified=self.changes.paths() or None,
+            total_changes=self.changes.total(),
+        )
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """evaluate: the checks' verdict on the attempt, judged against the baseline."""
+
+    evaluation: Evaluation
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class Reflected:
+    """reflect: the self-reflection (a success note when the checks passed) and its cost."""
+
+    reflection: SelfReflection
+    source: ReflectionSource
+    quality_flags: list[str]
+    trace: TraceSummary | None = None  # the agent's trajectory, which the reflection read
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    calls: int = 0  # model calls the reflector made; without any it cost nothing
+    duration_ms: int | None = None  # None: no reflector ran
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """The four steps' values, which `remember` turns into the iteration's record."""
+
+    prompt: Prompt
+    acted: Acted
+    evaluated: Evaluated
+    reflected: Reflected
+
+    @property
+    def number(self) -> int:
+        return self.prompt.iteration
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return self.evaluated.evaluation
+
+    def cost_usd(self) -> float | None:
+        """The actor's cost and the reflector's, if it made calls (`records.sum_costs`)."""
+        reflector = [self.reflected.cost_usd] if self.reflected.calls else []
+        return sum_costs(self.acted.result.cost_usd, *reflector)
+
+    def notes(self) -> list[str]:
+        """What ralph ignored in the agent's output or undid after it, one sentence each."""
+        result = self.acted.result
+        timed_out = [f"actor stopped at its {result.timed_out} timeout"] if result.timed_out else []
+        return [*timed_out, *result.notes, *self.acted.changes.git_moves]
+
+
+def make_record(
+    it: Iteration,
+    *,
+    loop_id: str,
+    task: str,
+    earlier: list[IterationRecord],
+    baseline: BaselineSummary | None,
+    window_policy: WindowPolicy,
+    commit: str | None,
+) -> IterationRecord:
+    """The record of iteration `it` after the `earlier` ones; it names its `commit`."""
+    evaluation, reflected = it.evaluation, it.reflected
+    previous_reward, previous_errors = _previous(earlier, baseline)
+    in_context = [r.iteration for r in it.prompt.window]
+    generated = sum(1 for r in earlier if not r.evaluator_output.passed)
+    durations = {"actor": it.acted.duration_ms, "evaluate": it.evaluated.duration_ms}
+    if reflected.duration_ms is not None:
+        durations["reflect"] = reflected.duration_ms
+    result = it.acted.result
+    record = IterationRecord(
+        loop_id=loop_id,
+        iteration=it.number,
+        timestamp=utc_now(),
+        task_description=task,
+        actor_output=it.acted.output,
+        evaluator_output=evaluation.output,
+        self_reflection=reflected.reflection,
+        memory_metadata=MemoryMetadata(
+            # aiwg's schema wants 1-10: Ω = 0 (no memory) shows as capacity 1 with nothing
+            # in context
+            omega_capacity=max(it.prompt.omega, 1),
+            current_memory_size=len(it.prompt.window),
+            reflections_in_context=in_context,
+            window_policy=window_policy,
+            total_reflections_generated=generated + (0 if evaluation.passed else 1),
+        ),
+        context_injected=bool(it.prompt.window),
+        previous_reflections_used=in_context,
+        performance_delta=PerformanceDelta(
+            reward_change=round(evaluation.reward - previous_reward, 4),
+            error_count_change=evaluation.error_count - previous_errors,
+            is_improvement=evaluation.reward > previous_reward,
+        ),
+        ralph=RalphExtension(
+            reflection_source=reflected.source,
+            quality_flags=list(reflected.quality_flags),
+            usage=Usage(
+                actor_tokens_in=result.tokens_in,
+                actor_tokens_out=result.tokens_out,
+                reflector_tokens_in=reflected.tokens_in,
+                reflector_tokens_out=reflected.tokens_out,
+                cost_usd=it.cost_usd(),
+            ),
+            duration_ms=durations,
+            prompt_sha256=hashlib.sha256(it.prompt.text.encode()).hexdigest(),
+            git_commit=commit,
+            lessons_used=list(it.prompt.lessons),
+            error_fingerprint=evaluation.fingerprint,
+            trace=reflected.trace,
+            **_judgement_fields(evaluation),
+        ),
+    )
+    if result.timed_out:
+        record.notes = f"actor stopped at its {result.timed_out} timeout"
+    # issue 15: what ralph ignored in the agent's output; the agent's own git commands undone
+    annotate(record, result.notes)
+    annotate(record, it.acted.changes.git_moves, flag="actor_moved_git")
+    return record
+
+
+def _previous(
+    earlier: list[IterationRecord], baseline: BaselineSummary | None
+) -> tuple[float, int]:
+    """The reward and error count this attempt is compared with: the last one's, else the
+    baseline's."""
+    if earlier:
+        last = earlier[-1]
+        return last.reward, len(last.evaluator_output.errors or [])
+    return (baseline.reward, baseline.error_count) if baseline else (0.0, 0)
+
+
+def _judgement_fields(evaluation: Evaluation) -> dict[str, Any]:
+    """The record's share of the judgement: roles and counts, when there is a baseline."""
+    if evaluation.baseline is None:
+        return {}
+    return {"check_roles": evaluation.roles(), **evaluation.counts()}
+
+
+def rationale(acted: ActorResult) -> str:
+    if acted.summary:
+        return acted.summary.strip()[:2000]
+    status = "timed out" if acted.timed_out else f"exited {acted.exit_code}"
+    return f"The actor {status} after {acted.duration_ms} ms without a summary of its own."
+
+
+def ms_since(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)
