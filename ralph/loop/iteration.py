@@ -114,11 +114,16 @@ class Iteration:
         reflector = [self.reflected.cost_usd] if self.reflected.calls else []
         return sum_costs(self.acted.result.cost_usd, *reflector)
 
-    def notes(self) -> list[str]:
-        """What ralph ignored in the agent's output or undid after it, one sentence each."""
+    def actor_notes(self) -> list[str]:
+        """What stopped the actor, and what ralph ignored in its output (issue 15)."""
         result = self.acted.result
         timed_out = [f"actor stopped at its {result.timed_out} timeout"] if result.timed_out else []
-        return [*timed_out, *result.notes, *self.acted.changes.git_moves]
+        return [*timed_out, *result.notes]
+
+    def notes(self) -> list[str]:
+        """The record's notes, one sentence each: the actor's, then the agent's own git
+        commands that ralph undid."""
+        return [*self.actor_notes(), *self.acted.changes.git_moves]
 
 
 def make_record(
@@ -183,10 +188,7 @@ def make_record(
             **_judgement_fields(evaluation),
         ),
     )
-    if result.timed_out:
-        record.notes = f"actor stopped at its {result.timed_out} timeout"
-    # issue 15: what ralph ignored in the agent's output; the agent's own git commands undone
-    annotate(record, result.notes)
+    annotate(record, it.actor_notes())
     annotate(record, it.acted.changes.git_moves, flag="actor_moved_git")
     return record
 

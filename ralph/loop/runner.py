@@ -62,7 +62,10 @@ class LoopRunner:
     _kept: dict[int, Evaluation] = field(default_factory=dict, init=False)
     _reverted: dict[str, Any] | None = field(default=None, init=False)
     _unmatched: list[str] = field(default_factory=list, init=False)
-    _guard: MemoryGuard | None = field(default=None, init=False)
+    _guard: MemoryGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._guard = MemoryGuard(self.store)
 
     @property
     def workdir(self) -> Path:
@@ -328,8 +331,6 @@ class LoopRunner:
 
     def _guard_memory(self, state: LoopState) -> None:
         """The actor can write anywhere in the tree: put ralph's records and state back."""
-        if self._guard is None:
-            self._guard = MemoryGuard(self.store)
         changed = self._guard.restore(self.records)
         if self._guard.state_touched(state.loop_id):
             self._save(state)
