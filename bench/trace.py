@@ -3,7 +3,7 @@
     python bench/trace.py [--events 20000] [--result-kb 20]
 
 Builds a claude stream-json of EVENTS tool calls, each with a RESULT-KB tool result, plus the
-same volume of non-JSON noise, and times `ralph.trace.parse_stream` (parse, redact, trim, bound)
+same volume of non-JSON noise, and times `ralph.tracing.parse_stream` (parse, redact, trim, bound)
 and writing `trace.jsonl`. Prints the stream size, the time and the trace file's size (bounded:
 it must stay in the tens of kilobytes whatever the stream's size).
 """
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ralph.actors import trace
+from ralph.actors import trace, tracing
 
 
 def stream(events: int, result_kb: int) -> str:
@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     text = stream(args.events, args.result_kb)
     start = time.perf_counter()
-    trajectory = trace.parse_stream("claude", text)
+    trajectory = tracing.parse_stream("claude", text)
     parsed = time.perf_counter() - start
     assert trajectory is not None
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,7 +47,7 @@ def main() -> None:
         size = path.stat().st_size
     noise = "not json\n" * (len(text) // 9)
     start = time.perf_counter()
-    trace.parse_stream("claude", noise)
+    tracing.parse_stream("claude", noise)
     skipped = time.perf_counter() - start
     print(f"stream {len(text) / 1e6:.0f} MB, {args.events} tool calls: parsed in {parsed:.2f} s")
     print(

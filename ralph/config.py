@@ -19,7 +19,6 @@ from ralph import schemas
 from ralph.errors import ConfigError
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
-CHECK_PARSERS = ("pytest", "mypy", "ruff", "shell", "judge")
 Role = Literal["target", "guard"]  # how a check is judged: docs/architecture.md, Judging
 ROLES: tuple[Role, ...] = ("target", "guard")
 SUCCESS_MODES = ("baseline", "strict")

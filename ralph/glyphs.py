@@ -22,3 +22,9 @@ def clip(text: str, width: int) -> str:
     cut = text[: width - 1]
     space = cut.rfind(" ")
     return (cut[:space] if space > width // 2 else cut).rstrip() + "…"
+
+
+def first_line(text: str, width: int | None = None) -> str:
+    """The first line with text in it, stripped; cut to `width` with an ellipsis when given."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line if width is None or len(line) <= width else line[: width - 1].rstrip() + "…"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -33,7 +35,6 @@ class ProcessResult:
     stderr: str
     duration_ms: int
     timed_out: Literal["wall", "idle"] | None = None
-    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -296,3 +297,28 @@ def which(tool: str, path: str | None = None) -> str | None:
     import shutil
 
     return shutil.which(tool, path=path)
+
+
+# Words that start a command but are not a program to look for on PATH.
+SHELL_WORDS = frozenset(
+    {"cd", "test", "[", "true", "false", ":", "echo", "printf", "export", "set", "source", "."}
+    | {"exit", "if", "for", "while", "until", "case", "!", "{", "(", "eval", "ulimit", "wait"}
+    | {"builtin", "export", "set", "unset", "read", "trap", "shift"}
+)
+PREFIX_WORDS = frozenset({"exec", "command", "env", "time", "nice", "nohup"})
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def executable_of(command: str) -> str | None:
+    """The program a shell command starts, or None when the shell itself runs it (builtins)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        if ASSIGNMENT.match(word) or word in PREFIX_WORDS:
+            continue
+        if word in SHELL_WORDS or word.startswith(("$", "(", "{", "`")):
+            return None
+        return word
+    return None

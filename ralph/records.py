@@ -1,4 +1,5 @@
-"""The iteration record (DESIGN.md section 4) as dataclasses with a lossless JSON round-trip.
+"""The iteration record as dataclasses with a lossless JSON round-trip (the files: README,
+Memory on disk; docs/architecture.md, Files on disk).
 
 Field names are the JSON keys, so the aiwg reflection-memory fields stay exactly as specified;
 ralph's own additions live in `RalphExtension` under the `ralph` key. Optional fields are None
@@ -67,6 +68,7 @@ ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
 
 BEST_FAILING_REWARD = 0.99  # anything that is not success scores (and shows) at most this
+DIAGNOSTICS_PER_CHECK = 50  # diagnostics a record keeps per check (338 mypy errors: 110 KB)
 
 
 def utc_now() -> str:
@@ -194,24 +196,28 @@ class PerformanceDelta:
 
 @dataclass
 class Usage:
-    """Tokens and money; `cost_usd` is None when unknown — never 0 for unknown."""
+    """Tokens and money; None when unknown (a `cmd:` actor's tokens, an unpriced model's
+    cost), never 0 for unknown. The actor's tokens and the cost are written as null then."""
 
-    actor_tokens_in: int | None = None
-    actor_tokens_out: int | None = None
+    actor_tokens_in: int | None = field(default=None, metadata={"nullable": True})
+    actor_tokens_out: int | None = field(default=None, metadata={"nullable": True})
     reflector_tokens_in: int | None = None
     reflector_tokens_out: int | None = None
     cost_usd: float | None = field(default=None, metadata={"nullable": True})
 
-    def tokens(self) -> int:
-        return sum(
-            n or 0
+    def tokens(self) -> int | None:
+        """The known counts summed; None when none is known."""
+        known = [
+            n
             for n in (
                 self.actor_tokens_in,
                 self.actor_tokens_out,
                 self.reflector_tokens_in,
                 self.reflector_tokens_out,
             )
-        )
+            if n is not None
+        ]
+        return sum(known) if known else None
 
 
 def sum_costs(*parts: float | None) -> float | None:
@@ -252,6 +258,9 @@ class RalphExtension:
     regressions: int | None = None  # what worked before the loop and fails now
     obsolete: bool | None = None  # marked by `ralph reflections obsolete`: never injected again
     trace: TraceSummary | None = None  # the agent's trajectory in short (ralph/trace.py)
+    # every diagnostic the checks found, when `evaluator_output.errors` keeps fewer (at most
+    # DIAGNOSTICS_PER_CHECK per check, so records stay small enough to commit)
+    error_count: int | None = None
 
 
 @dataclass
@@ -277,6 +286,13 @@ class IterationRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> IterationRecord:
         return from_json(cls, data)
+
+    @property
+    def error_count(self) -> int:
+        """Diagnostics the checks found: all of them, also those the record left out."""
+        stored = len(self.evaluator_output.errors or [])
+        total = self.ralph.error_count if self.ralph else None
+        return stored if total is None else total
 
     @property
     def reward(self) -> float:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ralph.cli.views import validate_file
+from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
 
 from .conftest import REPO
@@ -227,7 +228,7 @@ def test_the_action_runs_a_loop_and_publishes_its_outcome(workspace: Path, tmp_p
         "loop-id": loop_id,
         "status": "completed",
         "exit-code": "0",
-        "branch": f"ralph/{loop_id}",
+        "branch": loop_branch(loop_id),
         "best-reward": "1.0",
     }
     assert run.skipped == ["Fail unless the checks pass"]
@@ -239,13 +240,13 @@ def test_the_action_runs_a_loop_and_publishes_its_outcome(workspace: Path, tmp_p
     ]
     assert all(validate_file(p) == [] for p in records)
     # the branch went to origin
-    pushed = git(tmp_path / "origin.git", "rev-parse", f"refs/heads/ralph/{loop_id}")
-    assert pushed == git(workspace, "rev-parse", f"ralph/{loop_id}")
+    pushed = git(tmp_path / "origin.git", "rev-parse", f"refs/heads/{loop_branch(loop_id)}")
+    assert pushed == git(workspace, "rev-parse", loop_branch(loop_id))
     # the pull request: onto main, with the loop's story as its body; the same in the summary
     (pr,) = [json.loads(line) for line in (tmp_path / "gh.log").read_text().splitlines()]
     argv = pr["argv"]
     assert argv[argv.index("--base") + 1] == "main" and "--draft" not in argv
-    assert argv[argv.index("--head") + 1] == f"ralph/{loop_id}" and pr["token"]
+    assert argv[argv.index("--head") + 1] == loop_branch(loop_id) and pr["token"]
     assert argv[argv.index("--title") + 1] == "ralph: fix add"
     for part in ("**completed** (success) after 2 iterations", "Reward curve", "0.00 → 1.00",
                  "an off-by-one in add", "check sums against the test's numbers"):  # fmt: skip

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ralph.actors.agents import PRESETS, AgentActor, parse_aider
+from ralph.actors.agent_output import parse_aider
+from ralph.actors.agents import PRESETS, AgentActor
 from ralph.actors.base import ActorContext, ToolCall
 from ralph.actors.command import CommandActor
 from ralph.actors.llm import LLMActor, build_user_message, prose
@@ -321,7 +322,19 @@ def test_llm_actor_applies_edit_blocks_and_reports_usage(ctx: ActorContext) -> N
     system, user = client.seen[0]
     assert system.role == "system" and "<<<<<<< SEARCH" in system.content
     assert "app.py\n```\nVALUE = 1\n```" in user.content
-    assert "<!-- system -->" in (ctx.artifacts_dir / "prompt.md").read_text()
+    # prompt.md is the loop's prompt; what went to the model (system text, files) is request.md
+    assert (ctx.artifacts_dir / "prompt.md").read_text() == (
+        "tests fail at app.py:1 with AssertionError"
+    )
+    request = (ctx.artifacts_dir / "request.md").read_text()
+    assert "<!-- system -->" in request and "VALUE = 1" in request
+
+
+def test_an_actor_never_overwrites_the_prompt_the_loop_wrote(ctx: ActorContext) -> None:
+    ctx.artifacts_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.artifacts_dir / "prompt.md").write_text("the loop's prompt\n")
+    LLMActor("openai:fake-model", FakeChat("no edits")).act("something else", ctx)
+    assert (ctx.artifacts_dir / "prompt.md").read_text() == "the loop's prompt\n"
 
 
 def test_llm_actor_records_blocks_that_did_not_match(ctx: ActorContext) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ralph.ids import loop_branch
 from ralph.loop.batch import batch_file
 from ralph.memory.store import MemoryStore
 
@@ -77,7 +78,7 @@ def test_three_tasks_two_at_a_time_each_on_its_branch_and_the_checkout_untouched
     for name, entry in loops.items():
         loop_id = entry["loop_id"]
         assert loop_id.startswith(f"ralph-{name}-")
-        assert entry["branch"] == f"ralph/{loop_id}" and entry["iterations"] == 1
+        assert entry["branch"] == loop_branch(loop_id) and entry["iterations"] == 1
         assert Path(entry["worktree"]).is_dir()
     on_branch = {n: git(repo, "show", f"{e['branch']}:calc.py") for n, e in loops.items()}
     assert on_branch["add"] == CALC.replace("a - b  # add", "a + b  # add").strip()

@@ -750,7 +750,7 @@ def test_fingerprint_uses_test_ids_and_messages_not_lines() -> None:
 @pytest.fixture(autouse=True)
 def _no_stray_checks() -> Iterator[None]:
     """Every test leaves no registered running check behind."""
-    from ralph.evaluators import shell
+    from ralph.evaluators import command as shell
 
     yield
     assert not shell._LIVE

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ralph import schemas
-from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts, mark_obsolete
+from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts
 from ralph.memory.retrieval import deduplicate, fit_lessons, retrieve_lessons
 from ralph.memory.search import SearchIndex
 from ralph.memory.store import MemoryStore
@@ -187,9 +187,9 @@ def test_own_loop_success_notes_and_obsolete_reflections_are_never_injected(
         record("ralph-a", 2, passed=True, lessons=["What worked: abs()."]),
         record("ralph-b", 1, errors=[NEGATIVE], lessons=["Obsolete advice."]),
     )
-    assert mark_obsolete(store, "ralph-b", 1, obsolete=True)
+    assert store.mark_obsolete("ralph-b", 1, obsolete=True)
     assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE]) == []
-    assert mark_obsolete(store, "ralph-b", 1, obsolete=False)
+    assert store.mark_obsolete("ralph-b", 1, obsolete=False)
     again = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
     assert texts(again) == ["Obsolete advice."]
 

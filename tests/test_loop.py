@@ -177,10 +177,11 @@ def test_success_at_iteration_two_because_the_reflection_reached_the_prompt(
     assert [r["ralph"]["reflection_source"] for r in records] == ["llm", "success"]
     assert records[1]["memory_metadata"]["reflections_in_context"] == [1]
     assert provider.requests and "test_negative" in provider.requests[0].prompt
-    branch = f"ralph/{summary['loop_id']}"
+    branch = summary["branch"]
+    assert branch == f"ralph/{summary['loop_id'].removeprefix('ralph-')}"
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == branch
     log = git(repo, "log", "--format=%s", "main..HEAD").splitlines()
-    assert log[0] == f"ralph: {summary['loop_id']} iteration 2 reward 1.00"
+    assert log[0] == f"ralph({summary['loop_id'][-8:]}): iteration 2 — tests pass"
     assert ".aiwg" not in git(repo, "show", "--stat", "--format=", "HEAD")
 
 

@@ -80,7 +80,7 @@ def test_success_at_iteration_two_because_the_reflection_reached_the_prompt(
     assert loop.chat is not None and "test_negative" in loop.chat.requests[0][-1].content
     # committed before written: each record names its commit, the state knows them all
     messages = loop.workspace.messages
-    assert messages[-1] == f"ralph: {LOOP} iteration 2 reward 1.00"
+    assert messages[-1].startswith("ralph(fake-1): iteration 2 — tests pass\n")
     state = loop.state()
     assert state.git is not None and records[1]["ralph"]["git_commit"] == state.git.commit_of(2)
     assert state.status == "completed" and state.best_iteration == 2
@@ -162,7 +162,7 @@ class FakeJudge:
         path = cwd / "score.txt"
         score = float(path.read_text()) if path.exists() else 0.1
         status = "pass" if score >= 0.9 else "fail"
-        return CheckOutcome(self.spec, CheckResult("judge", status, 0), score=score)
+        return CheckOutcome(self.spec, CheckResult(self.spec.name, status, 0), score=score)
 
 
 def judged(tmp_path: Path, scores: list[str]) -> Loop:

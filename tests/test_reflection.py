@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from ralph import answers, schemas
+from ralph import schemas
 from ralph.config import CheckSpec
 from ralph.errors import ProviderError
 from ralph.evaluators.base import CheckOutcome, Evaluation
+from ralph.providers import answers
 from ralph.providers.base import ChatResponse, Message
 from ralph.records import (
     Action,

@@ -14,6 +14,7 @@ import pytest
 
 from ralph.errors import PreflightError, StoreError
 from ralph.ids import new_loop_id, validate_loop_id
+from ralph.memory import locks
 from ralph.memory import store as store_module
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import IterationRecord
@@ -164,7 +165,7 @@ def test_lock_refuses_a_second_loop_and_ignores_a_stale_lock(tmp_path: Path) -> 
         pass
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    path = store_module.lock_path(store, tmp_path)
+    path = locks.lock_path(store.base, tmp_path)
     path.write_text(json.dumps({"loop_id": "ralph-old-1", "pid": proc.pid, "host": os.uname()[1]}))
     with store.lock("ralph-b-2", tmp_path):
         assert "ralph-b-2" in path.read_text()

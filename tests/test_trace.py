@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.actors import trace
+from ralph.actors import trace, tracing
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
 from ralph.actors.registry import make_actor
 from tests.conftest import RunCli
@@ -103,12 +103,12 @@ def test_a_broken_stream_keeps_what_parsed_and_counts_the_rest() -> None:
     stdout = "\n".join(
         ["Reading prompt from stdin...", json.dumps(good), "not json at all", '{"type": "item.']
     )
-    trajectory = trace.parse_stream("codex", stdout)
+    trajectory = tracing.parse_stream("codex", stdout)
     assert trajectory is not None
     assert [s.target for s in trajectory.steps] == ["pytest"]
     assert trajectory.steps[0].ok is False and trajectory.steps[0].observation == "exit 1\nboom"
     assert trajectory.unparsed == 3
-    assert trace.parse_stream("aider", "whatever") is None  # no JSON stream: not a trajectory
+    assert tracing.parse_stream("aider", "whatever") is None  # no JSON stream: not a trajectory
 
 
 def test_a_huge_stream_is_bounded_and_secrets_are_redacted(
@@ -126,7 +126,7 @@ def test_a_huge_stream_is_bounded_and_secrets_are_redacted(
         events.append({"type": "assistant", "message": {"content": [block]}})
         result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "x" * 20_000}
         events.append({"type": "user", "message": {"content": [result]}})
-    trajectory = trace.parse_stream("claude", "\n".join(json.dumps(e) for e in events))
+    trajectory = tracing.parse_stream("claude", "\n".join(json.dumps(e) for e in events))
     assert trajectory is not None
     assert len(trajectory.steps) == trace.HEAD_STEPS + trace.TAIL_STEPS
     assert trajectory.dropped == 300 - len(trajectory.steps)
@@ -137,7 +137,7 @@ def test_a_huge_stream_is_bounded_and_secrets_are_redacted(
 
 def test_other_actors_trajectory_is_their_edits_and_answer() -> None:
     acted = ActorResult("", 0, 10, tool_calls=[ToolCall("edit", "a.py")], summary="Fixed a.py.")
-    trajectory = trace.from_result(acted, "cmd")
+    trajectory = tracing.from_result(acted, "cmd")
     assert [(s.tool, s.files, s.thought) for s in trajectory.steps] == [
         ("edit", ["a.py"], None),
         (None, [], "Fixed a.py."),
@@ -333,7 +333,7 @@ def test_the_tracer_joins_lines_split_across_chunks() -> None:
         }
     )
     seen: list[str] = []
-    tracer = trace.StreamTracer(lambda stream, text: seen.append(text))
+    tracer = tracing.StreamTracer(lambda stream, text: seen.append(text))
     for i in range(0, len(line), 7):
         tracer.on_output("stdout", line[i : i + 7])
     tracer.on_output("stderr", "warning\n")

@@ -22,19 +22,18 @@ from ralph.providers.base import ChatClient
 
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
-SHELL_WORDS = frozenset(
-    "cd exit true false echo printf test [ export set eval exec . source : if for while until "  # noqa: SIM905
-    "case { ( ! time command builtin".split()
-)
+REQUEST_FILE = "request.md"  # what an LLM actor sent: system text, prompt and the files
 
 
 # Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
 # does not wait twice for the disk before its agent even starts.
 def write_prompt(ctx: ActorContext, prompt: str) -> Path:
-    """prompt.md in the iteration's artifacts directory (redacted, as every file ralph writes);
-    returns its path."""
+    """prompt.md in the iteration's artifacts directory; returns its path. The loop writes it
+    before the actor starts (it is the one writer: `ralph prompt` shows it); an actor run on its
+    own writes it here, redacted as every file ralph writes."""
     path = ctx.artifacts_dir / PROMPT_FILE
-    atomic_write_text(path, prompt, durable=False)
+    if not path.is_file():
+        atomic_write_text(path, prompt, durable=False)
     return path
 
 
@@ -89,10 +88,9 @@ class CommandActor:
             words = shlex.split(self.command)
         except ValueError as exc:
             raise ConfigError(f"cmd: cannot parse {self.command!r}: {exc}") from exc
-        words = [w for w in words if not (("=" in w) and w.split("=", 1)[0].isidentifier())]
-        if not words or words[0] in SHELL_WORDS or any(c in words[0] for c in "$`;|&<>*?"):
+        program = process.executable_of(self.command) if words else None
+        if program is None or any(c in program for c in "$`;|&<>*?"):
             return
-        program = words[0]
         if "/" in program:
             found = Path(program).is_file()
         else:

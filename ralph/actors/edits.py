@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ralph.files import write_atomically
+from ralph.glyphs import first_line
 
 SEARCH_MARK = re.compile(r"^\s*<{5,9} ?SEARCH\b.*$")
 DIVIDER_MARK = re.compile(r"^\s*={5,9}\s*$")
@@ -194,7 +195,7 @@ def apply_edit_blocks(blocks: list[EditBlock], root: Path) -> ApplyReport:
 
 def _apply_file(root: Path, rel: str, blocks: list[EditBlock], report: ApplyReport) -> None:
     def fail_all(reason: str) -> None:
-        report.failures.extend(EditFailure(rel, reason, _first_line(b.search)) for b in blocks)
+        report.failures.extend(EditFailure(rel, reason, first_line(b.search)) for b in blocks)
 
     try:
         target = check_path(root, rel)
@@ -218,7 +219,7 @@ def _apply_file(root: Path, rel: str, blocks: list[EditBlock], report: ApplyRepo
         for block in blocks:
             reason = next((p for b, p in failed if b is block), None)
             reason = reason or "not applied: another block for this file did not match"
-            report.failures.append(EditFailure(rel, reason, _first_line(block.search)))
+            report.failures.append(EditFailure(rel, reason, first_line(block.search)))
         return
     if content is None:
         return
@@ -233,10 +234,6 @@ def _apply_file(root: Path, rel: str, blocks: list[EditBlock], report: ApplyRepo
 def read_text(path: Path) -> str:
     """The file's text with its line endings as they are (no newline translation)."""
     return path.read_bytes().decode("utf-8")
-
-
-def _first_line(text: str) -> str:
-    return next((line for line in text.split("\n") if line.strip()), "")
 
 
 def _apply_block(content: str | None, block: EditBlock) -> tuple[str | None, str]:

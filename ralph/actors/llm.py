@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.actors.base import ActorContext, ActorResult, ToolCall
-from ralph.actors.command import write_log, write_prompt
+from ralph.actors.command import REQUEST_FILE, write_log, write_prompt
 from ralph.actors.edits import (
     REPLACE_MARK,
     SEARCH_MARK,
@@ -25,6 +25,7 @@ from ralph.actors.edits import (
     apply_edits,
     check_path,
 )
+from ralph.files import atomic_write_text
 from ralph.providers.base import ChatClient, Message
 
 DEFAULT_CONTEXT_TOKENS = 24_000
@@ -90,7 +91,9 @@ class LLMActor:
     def act(self, prompt: str, ctx: ActorContext) -> ActorResult:
         started = time.monotonic()
         message = build_user_message(prompt, ctx.workdir, self.context_tokens * CHARS_PER_TOKEN)
-        write_prompt(ctx, f"<!-- system -->\n{SYSTEM_PROMPT}\n<!-- user -->\n{message}")
+        write_prompt(ctx, prompt)
+        request = f"<!-- system -->\n{SYSTEM_PROMPT}\n<!-- user -->\n{message}"
+        atomic_write_text(ctx.artifacts_dir / REQUEST_FILE, request, durable=False)
         response = self.client.chat(
             [Message("system", SYSTEM_PROMPT), Message("user", message)],
             max_tokens=self.max_tokens,

@@ -13,7 +13,6 @@ The cache is written once, at the end, in one transaction.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import operator
 import os
@@ -23,12 +22,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ralph.analyze.trace_stats import trace_facts
+from ralph.glyphs import clip
+from ralph.memory.sqlite_cache import open_cache
 from ralph.memory.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
 from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 5  # 3: failing rewards read capped at 0.99; 4: trace actions; 5: faster facts
+INDEX_VERSION = 7  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+# 7: unknown tokens
+SCHEMA = (
+    "CREATE TABLE files (path TEXT PRIMARY KEY,"
+    " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
+)
 T = TypeVar("T")
 
 
@@ -47,7 +53,7 @@ class IterationFacts:
     source: str | None
     quality_flags: list[str]
     in_context: list[int]
-    tokens: int
+    tokens: int | None  # None: no count known (a `cmd:` actor's)
     cost_usd: float | None
     duration_ms: int
     task: str | None
@@ -102,6 +108,11 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def _count(total: Any, stored: int) -> int:
+    """`ralph.error_count` (every diagnostic, when the record keeps fewer), else those stored."""
+    return total if type(total) is int else stored
+
+
 def _ints(value: Any, what: str) -> list[int]:
     if value is None:
         return []
@@ -143,9 +154,9 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     usage, flags = ext.get("usage") or {}, ext.get("quality_flags") or []
     if not isinstance(flags, list):
         raise ValueError("ralph.quality_flags is not a list")
-    tokens = 0
-    for key in TOKEN_FIELDS:
-        tokens += usage.get(key) or 0  # TypeError on a non-number: the file is then validated
+    counts = [usage.get(key) for key in TOKEN_FIELDS]
+    # TypeError on a non-number: the file is then validated
+    tokens = sum(n for n in counts if n is not None) if counts != [None] * 4 else None
     cost = usage.get("cost_usd")
     duration = sum((ext.get("duration_ms") or {}).values())
     task = data.get("task_description")
@@ -156,14 +167,14 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         str(data["timestamp"]),
         ev["passed"],
         reward,
-        len(errors),
+        _count(ext.get("error_count"), len(errors)),
         credit.get("failure_category"),
         credit.get("root_cause") or None,
-        (text.strip().splitlines() or [""])[0][:200],
+        clip((text.strip().splitlines() or [""])[0], 200),  # at a word: CSV shows it
         ext.get("reflection_source"),
         [str(f) for f in flags] if flags else [],
         _ints(in_context, "reflections_in_context"),
-        int(tokens),
+        None if tokens is None else int(tokens),
         None if cost is None else _number(cost, "cost_usd"),
         int(duration),
         task if isinstance(task, str) else None,
@@ -262,38 +273,25 @@ class FactsReader:
 
     # cache ------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection | None:
-        path = self.store.base / INDEX_NAME
-        for attempt in range(2):
-            db = None
-            try:
-                db = sqlite3.connect(path, timeout=2.0)
-                db.execute("PRAGMA synchronous = OFF")
-                if db.execute("PRAGMA user_version").fetchone()[0] != INDEX_VERSION:
-                    db.execute("DROP TABLE IF EXISTS files")
-                    db.execute(
-                        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY,"
-                        " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
-                    )
-                    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
-                    db.commit()
-                for name, mtime, size, inode, facts, problem in db.execute(
-                    "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
-                ):
-                    self._rows[name] = ((mtime, size, inode), facts, problem)
-                return db
-            except sqlite3.DatabaseError as exc:
-                self._rows.clear()
-                if db is not None:
-                    db.close()
-                # busy, locked or read-only: go without; corrupt: delete and rebuild once
-                corrupt = not isinstance(exc, sqlite3.OperationalError)
-                if corrupt and attempt == 0 and path.exists():
-                    for suffix in ("", "-journal", "-wal", "-shm"):  # rebuilt, never trusted
-                        with contextlib.suppress(OSError):
-                            path.with_name(path.name + suffix).unlink()
-                    continue
-                return None
-        return None
+        db = open_cache(
+            self.store.base / INDEX_NAME,
+            version=INDEX_VERSION,
+            schema=SCHEMA,
+            timeout=2.0,
+            pragmas=("synchronous = OFF",),
+        )
+        if db is None:
+            return None
+        try:
+            for name, mtime, size, inode, facts, problem in db.execute(
+                "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
+            ):
+                self._rows[name] = ((mtime, size, inode), facts, problem)
+        except sqlite3.DatabaseError:
+            self._rows.clear()
+            db.close()
+            return None
+        return db
 
     def _cached(self, name: str, entry: os.DirEntry[str] | str) -> tuple[Key, Row | None]:
         st = entry.stat() if isinstance(entry, os.DirEntry) else os.stat(entry)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.errors import RalphError
 from ralph.files import atomic_write_text
-from ralph.glyphs import sparkline
+from ralph.glyphs import clip, sparkline
+from ralph.ids import short_id
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -68,6 +69,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
+def _tokens(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:,}"
+
+
 def _money(value: float | None) -> str:
     return "-" if value is None else f"${value:.2f}"
 
@@ -84,10 +89,6 @@ def series_iterations(loop: LoopAnalysis) -> list[int]:
     """The iteration of each entry of the reward series: 0 for the baseline, then the records'."""
     head = [0] if loop.baseline_reward is not None else []
     return head + [r.iteration for r in loop.records]
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _green(loop: LoopAnalysis) -> str:
@@ -122,7 +123,7 @@ def write_csv(a: Analysis, out: TextIO) -> None:
                     r.source or "",
                     ";".join(r.quality_flags),
                     " ".join(map(str, r.in_context)),
-                    r.tokens,
+                    "" if r.tokens is None else r.tokens,
                     "" if r.cost_usd is None else r.cost_usd,
                     r.duration_ms / 1000,
                     r.reflection,
@@ -132,23 +133,52 @@ def write_csv(a: Analysis, out: TextIO) -> None:
 
 
 # terminal -----------------------------------------------------------------------------------
-def _table(title: str, columns: list[str]) -> Any:
+def _table(title: str, columns: list[str], *wrap: int) -> Any:
+    """A table whose columns `wrap` (default the first) hold the long texts (an id, a root
+    cause) and wrap; every other column (figures, category names) keeps its width, so a narrow
+    terminal never shows a number or a word one piece per line."""
     from rich import box
     from rich.table import Table
 
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     for n, column in enumerate(columns):
-        # The first column holds the long text (an id, a root cause) and folds; figures never
-        # wrap, so a narrow terminal never shows a number one character per line.
-        table.add_column(column, overflow="fold", no_wrap=n > 0)
+        flexible = n in (wrap or (0,))
+        table.add_column(column, overflow="fold", no_wrap=not flexible)
     return table
 
 
 def _acceptance(acceptance: dict[str, Any]) -> str:
-    """`acceptance 50% (2 reviewed)` next to the success rate, when a person gave feedback."""
-    if not acceptance.get("reviewed"):
-        return ""
-    return f"acceptance {_pct(acceptance['acceptance_rate'])} ({acceptance['reviewed']} reviewed), "
+    """`acceptance 50% (1 of 2 reviewed)`: how much of the loops' work people took (feedback,
+    apply, prune), next to the success rate."""
+    rate, reviewed = acceptance.get("acceptance_rate"), acceptance.get("reviewed", 0)
+    return f"acceptance {_pct(rate)} ({acceptance.get('accepted', 0)} of {reviewed} reviewed)"
+
+
+def headline(a: Analysis, width: int = 80) -> list[str]:
+    """The figures of the whole memory, each with its label, joined by ` · ` into lines of
+    at most `width` characters (a figure is never split)."""
+    s = a.summary
+    parts = [
+        f"{s.loops} loop{'' if s.loops == 1 else 's'}, "
+        f"{s.iterations} iteration{'' if s.iterations == 1 else 's'}",
+        f"success rate {_pct(s.success_rate)} ({s.green_loops} of {s.loops} green)",
+    ]
+    if s.acceptance.get("reviewed"):
+        parts.append(_acceptance(s.acceptance))
+    parts += [
+        f"iterations to green: mean {_num(s.mean_iterations_to_green, 1)}, "
+        f"median {_num(s.median_iterations_to_green, 1)}",
+        f"tokens {_tokens(s.tokens)}",
+        f"cost {'unknown' if s.cost_usd is None else _money(s.cost_usd)}",
+        f"time {_duration(s.wall_seconds)}",
+    ]
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += f" · {part}"
+        else:
+            lines.append(part)
+    return lines
 
 
 def render(a: Analysis, console: Console) -> None:
@@ -158,14 +188,8 @@ def render(a: Analysis, console: Console) -> None:
     if not a.loops:
         console.print("no loops match" if a.filters else "no loops yet")
     else:
-        console.print(
-            f"[bold]{s.loops} loop(s)[/], {s.iterations} iteration(s): "
-            f"success rate {_pct(s.success_rate)} ({s.green_loops} green), "
-            f"{_acceptance(s.acceptance)}"
-            f"iterations to green mean {_num(s.mean_iterations_to_green, 1)} "
-            f"median {_num(s.median_iterations_to_green, 1)}, "
-            f"{s.tokens:,} tokens, {_money(s.cost_usd)}, {_duration(s.wall_seconds)}"
-        )
+        for n, line in enumerate(headline(a, max(40, console.width))):
+            console.print(f"[bold]{escape(line)}[/]" if n == 0 else escape(line))
         if len(a.loops) == 1:
             console.print(curve(a.loops[0]))
         _render_loops(a, console)
@@ -175,9 +199,13 @@ def render(a: Analysis, console: Console) -> None:
         _render_breakthroughs(a, console)
         from ralph.analyze import trace_stats
 
-        trace_stats.render([r for loop in a.loops for r in loop.records], console)
+        actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
+        if actions:
+            console.print(actions, markup=False)
         if s.recurring_root_causes:
-            table = _table("recurring root causes (not learnt from)", ["n", "root cause", "loops"])
+            table = _table(
+                "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
+            )
             for c in s.recurring_root_causes[:20]:
                 table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
             console.print(table)
@@ -209,7 +237,7 @@ def _render_loops(a: Analysis, console: Console) -> None:
             cells += [
                 str(len(loop.breakthroughs)),
                 _num(loop.error_trend, 1, signed=True),
-                f"{loop.tokens:,}",
+                _tokens(loop.tokens),
                 _money(loop.cost_usd),
                 _duration(loop.wall_seconds),
                 escape(loop.stop_reason or "-"),
@@ -233,12 +261,12 @@ def _render_categories(a: Analysis, console: Console) -> None:
     if not cats:
         return
     total = sum(c.iterations for c in cats)
-    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"])
+    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"], 2)
     for c in cats:
         table.add_row(
             c.category,
             str(c.iterations),
-            bar(c.iterations / total, 20),
+            bar(c.iterations / total, 12),
             str(c.loops),
             _num(c.iterations_per_loop, 1),
         )
@@ -249,7 +277,7 @@ def _render_effectiveness(a: Analysis, console: Console) -> None:
     eff = a.summary.effectiveness
     if not eff.overall.uses and not eff.lessons.uses:
         return
-    table = _table("reflection effectiveness (improved when in context)", ["", "uses", "improved"])
+    table = _table("reflection effectiveness", ["", "uses", "improved when in context"])
     for row in _effectiveness_rows(a):
         table.add_row(*(str(cell) for cell in row))
     console.print(table)
@@ -277,13 +305,16 @@ def _render_breakthroughs(a: Analysis, console: Console) -> None:
         if len(jumps) > 20
         else "breakthroughs (reward +0.3 or more)"
     )
-    table = _table(title, ["loop", "iter", "reward", "after"])
+    table = _table(title, ["loop", "iter", "reward", "after the reflection of"], 0, 3)
     for loop, b in jumps[:20]:
         after = "-" if b.reflection_iteration is None else f"{b.reflection_iteration}: "
-        after += escape(_clip(b.reflection or "", 80))
+        after += escape(clip(b.reflection or "", 80))
         after += f" [dim]({b.category})[/]" if b.category else ""
         table.add_row(
-            escape(loop.loop_id), str(b.iteration), f"{b.reward_before:.2f} → {b.reward:.2f}", after
+            escape(short_id(loop.loop_id)),  # the loops table above has the whole id
+            str(b.iteration),
+            f"{b.reward_before:.2f} → {b.reward:.2f}",
+            after,
         )
     console.print(table)
 
@@ -378,7 +409,7 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
         if many:  # a cloud of thin lines under the mean curve; no legend entry each
             ax.plot(xs, loop.rewards, color="tab:blue", alpha=0.15, linewidth=0.8)
         else:
-            ax.plot(xs, loop.rewards, marker="o", label=loop.loop_id)
+            ax.plot(xs, loop.rewards, marker="o", label=legend_label(loop))
         for x, value in zip(xs, loop.rewards, strict=True):
             while len(longest) <= x:
                 longest.append([])
@@ -388,13 +419,21 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
     if many:
         means = [(x, sum(v) / len(v)) for x, v in enumerate(longest) if v]
         ax.plot(*zip(*means, strict=True), color="tab:red", linewidth=2.2, label="mean")
-        ax.legend(loc="lower right", fontsize=8)
-    elif len(a.loops) > 1:
-        ax.legend(loc="lower right", fontsize=7)
+    if many or len(a.loops) > 1:  # under the chart, where it hides no curve, at a size to read
+        rows = 1 if many else (len(a.loops) + 1) // 2
+        fig.set_figheight(fig.get_figheight() + 0.28 * rows)
+        fig.legend(loc="outside lower center", ncols=1 if many else 2, fontsize=9)
     ax.set(xlabel="iteration (0 = baseline)", ylabel="reward", ylim=(-0.02, 1.05))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     return True
+
+
+def legend_label(loop: LoopAnalysis, width: int = 26) -> str:
+    """`b9b8d2a1 make the date parser…`: the loop's short id and its task, short enough for
+    two legend entries side by side."""
+    task = " ".join((loop.task or "").split())
+    return f"{short_id(loop.loop_id)} {clip(task, width)}".strip()
 
 
 def _draw_success(fig: Any, a: Analysis) -> bool:
@@ -420,7 +459,7 @@ def _draw_categories(fig: Any, a: Analysis) -> bool:
     ax = fig.subplots()
     names = [c.category for c in reversed(cats)]
     bars = ax.barh(names, [c.iterations for c in reversed(cats)], color="tab:orange")
-    ax.bar_label(bars, padding=3, fontsize=8)
+    ax.bar_label(bars, padding=3, fontsize=9)
     ax.set(xlabel="failed iterations")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="x", alpha=0.3)
@@ -464,11 +503,21 @@ def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
     cards = [
         ("loops", str(s.loops)),
         ("success rate", _pct(s.success_rate)),
+        *(
+            [
+                (
+                    "acceptance",
+                    f"{_pct(s.acceptance['acceptance_rate'])} of {s.acceptance['reviewed']}",
+                )
+            ]
+            if s.acceptance.get("reviewed")
+            else []
+        ),
         ("mean iterations to green", _num(s.mean_iterations_to_green, 1)),
         ("median iterations to green", _num(s.median_iterations_to_green, 1)),
         ("iterations", str(s.iterations)),
-        ("tokens", f"{s.tokens:,}"),
-        ("cost", _money(s.cost_usd)),
+        ("tokens", _tokens(s.tokens)),
+        ("cost", "unknown" if s.cost_usd is None else _money(s.cost_usd)),
         ("wall time", _duration(s.wall_seconds)),
         ("invalid files", str(len(a.invalid_files))),
     ]
@@ -565,7 +614,7 @@ def _loops_table(a: Analysis) -> str:
             _num(loop.learning_rate, 3, signed=True),
             len(loop.breakthroughs),
             _num(loop.error_trend, 1, signed=True),
-            loop.tokens,
+            _tokens(loop.tokens) if loop.tokens is None else loop.tokens,
             _money(loop.cost_usd),
             _duration(loop.wall_seconds),
             loop.stop_reason or "-",

@@ -38,8 +38,9 @@ Definitions:
 - **agent actions** (`agent_actions`, per loop and overall): edits, reads, commands per
   iteration from the records' `ralph.trace`, and the share of attempts in which the agent ran
   the checks itself beside how often those passed (see `ralph.trace_stats`).
-- **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens, `cost_usd` (None
-  when no record knows its cost) and the phase durations in `ralph.duration_ms`.
+- **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens and `cost_usd`
+  (each None when no record knows it: a `cmd:` actor's tokens are unknown, never 0) and the
+  phase durations in `ralph.duration_ms`.
 
 `--json` prints one object: `{"summary": {...}, "loops": [...], "invalid_files": [...]}`.
 `summary` holds `loops`, `green_loops`, `success_rate`, `success_at_k` (a map from k, as a
@@ -121,7 +122,7 @@ class LoopAnalysis:
     error_counts: list[int]
     error_trend: float | None
     failure_categories: dict[str, int]
-    tokens: int
+    tokens: int | None  # None: no record knows its tokens
     cost_usd: float | None
     wall_seconds: float
     invalid_files: int
@@ -188,7 +189,7 @@ class Summary:
     mean_learning_rate: float | None
     iterations: int
     breakthroughs: int
-    tokens: int
+    tokens: int | None
     cost_usd: float | None
     wall_seconds: float
     failure_categories: list[CategoryStat]
@@ -326,6 +327,12 @@ def _wanted(
     return True
 
 
+def known_sum(values: list[int | None]) -> int | None:
+    """The sum of the known values; None when none is known (unknown is never 0)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def mean_step(series: list[float] | list[int]) -> float | None:
     """Mean of series[i] - series[i-1]; None with fewer than two entries."""
     if len(series) < 2:
@@ -356,7 +363,7 @@ def _analyse_loop(
                     previous,
                     record.reward,
                     before.iteration if before else None,
-                    before.reflection if before else None,
+                    (before.root_cause or before.reflection) if before else None,
                     before.category if before else None,
                 )
             )
@@ -380,7 +387,7 @@ def _analyse_loop(
         failure_categories=dict(
             Counter(r.category or "uncategorised" for r in records if not r.passed)
         ),
-        tokens=sum(r.tokens for r in records),
+        tokens=known_sum([r.tokens for r in records]),
         cost_usd=round(sum(costs), 6) if costs else None,
         wall_seconds=sum(r.duration_ms for r in records) / 1000,
         invalid_files=len(files.invalid),
@@ -402,7 +409,7 @@ def _summarise(loops: list[LoopAnalysis]) -> Summary:
         mean_learning_rate=statistics.fmean(rates) if rates else None,
         iterations=sum(len(loop.records) for loop in loops),
         breakthroughs=sum(len(loop.breakthroughs) for loop in loops),
-        tokens=sum(loop.tokens for loop in loops),
+        tokens=known_sum([loop.tokens for loop in loops]),
         cost_usd=round(sum(costs), 6) if costs else None,
         wall_seconds=float(sum(loop.wall_seconds for loop in loops)),
         failure_categories=_categories(loops),

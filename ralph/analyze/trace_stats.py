@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 from ralph.actors.trace import tool_kind
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ralph.analyze.cache import IterationFacts
 
 KINDS = ("edit", "read", "command", "search", "other")
@@ -65,11 +63,11 @@ def action_stats(records: Sequence[IterationFacts]) -> dict[str, Any]:
     }
 
 
-def render(records: Sequence[IterationFacts], console: Console) -> None:
-    """One line under analyze's tables; nothing when no attempt has a trace."""
+def summary_line(records: Sequence[IterationFacts]) -> str | None:
+    """One line under analyze's tables; None when no attempt has a trace."""
     stats = action_stats(records)
     if not stats["traced_attempts"]:
-        return
+        return None
     means = ", ".join(f"{v:g} {k}" for k, v in stats["per_iteration"].items() if v)
     line = f"agent actions per iteration ({stats['traced_attempts']} traced): {means or 'none'}"
     if stats["ran_checks_share"] is not None:
@@ -82,4 +80,4 @@ def render(records: Sequence[IterationFacts], console: Console) -> None:
             f"which passed {pct(stats['passed_when_ran_checks'])} "
             f"(the others {pct(stats['passed_otherwise'])})"
         )
-    console.print(line, markup=False, soft_wrap=True)
+    return line

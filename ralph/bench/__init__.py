@@ -1,0 +1,1 @@
+"""`ralph bench`: does the memory help? The ablation runner and its table."""

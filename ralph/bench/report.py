@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.table import Table
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
@@ -50,21 +50,17 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, out
 
 
-def render(summary: dict[str, Any], console: Console) -> None:
+def table(summary: dict[str, Any]) -> tuple[Table, int]:
+    """The ablation table and the width it needs (a figure cut short is a wrong figure)."""
     from rich.table import Table
 
     head, body = rows(summary)
-    table = Table(title=f"bench {summary['bench_id']}", show_edge=False, header_style="bold")
+    grid = Table(title=f"bench {summary['bench_id']}", show_edge=False, header_style="bold")
     for column in head:
-        table.add_column(column)
+        grid.add_column(column)
     for row in body:
-        table.add_row(*row)
-    from rich.console import Console
-
-    # a figure cut short is a wrong figure: the table gets the width it needs
-    wide = max(console.width, sum(len(h) for h in head) + 3 * len(head) + 30)
-    Console(file=console.file, width=wide, no_color=console.no_color, highlight=False).print(table)
-    console.print(summary["interval"], markup=False)
+        grid.add_row(*row)
+    return grid, sum(len(h) for h in head) + 3 * len(head) + 30
 
 
 def write_csv(summary: dict[str, Any], out: TextIO) -> None:

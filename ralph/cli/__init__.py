@@ -1,0 +1,2 @@
+"""The typer app and everything a person sees: command groups, views, the live reporter, the
+demo."""

@@ -212,14 +212,14 @@ SCRIPTED_ACTOR = "script:demo-actor.yaml"
 def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
     """The scripted actor and heuristic reflector unless a real actor is asked for.
 
-    A real actor reflects with its own model by default (DESIGN.md section 7).
+    A real actor reflects with its own model by default (README, Actors).
     """
     if actor is None:
         return {"actor": SCRIPTED_ACTOR, "reflector": reflector or "heuristic"}
     return {"actor": actor, "reflector": reflector}
 
 
-def show_outcome(root: Path, loop_id: str, console: Any) -> None:
+def show_outcome(root: Path, loop_id: str, console: Any, *, kept: bool = True) -> None:
     """The reflections the loop wrote and its learning curve: memory at work."""
     from ralph.cli import views
     from ralph.memory.store import MemoryStore
@@ -237,5 +237,11 @@ def show_outcome(root: Path, loop_id: str, console: Any) -> None:
         + " -> ".join(f"{r:.2f}" for r in rewards)
         + "   (baseline first)"
     )
-    console.print(f"repository: {root}", markup=False)
-    console.print(f"records:    {store.reflections_dir(loop_id)}", markup=False)
+    if kept:
+        console.print(f"repository: {root}", markup=False)
+        console.print(f"records:    {store.reflections_dir(loop_id)}", markup=False)
+    else:
+        console.print(
+            "the demo repository is removed now; `ralph demo --keep DIR` keeps it to look at",
+            markup=False,
+        )

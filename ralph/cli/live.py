@@ -61,6 +61,7 @@ class PlainReporter:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.max_iterations = 0
+        self.next_steps = True  # the final lines: the branch and what to do with it
 
     def line(self, text: str) -> None:
         if not self.quiet:
@@ -95,8 +96,13 @@ class PlainReporter:
             self.line(f"    {where}  {error.message.splitlines()[0] if error.message else ''}")
 
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
+        credit = record.self_reflection.credit_assignment
         text = record.self_reflection.reflection_text.strip().splitlines()
-        if not record.evaluator_output.passed and text:
+        if record.evaluator_output.passed:
+            pass
+        elif credit and credit.root_cause:  # what differs from the last attempt, first
+            self.line(f"iteration {record.iteration}: root cause: {clip(credit.root_cause, 160)}")
+        elif text:
             self.line(f"iteration {record.iteration}: reflection: {clip(text[0], 160)}")
         if decision.stop:
             self.line(f"stop: {decision.action} — {decision.reason}")
@@ -113,7 +119,15 @@ class PlainReporter:
         )
         if result.message:
             self.line(result.message)
+        for text in next_steps(result) if self.next_steps else []:
+            self.block(text)
         write_step_summary(result)
+
+    def block(self, text: str) -> None:
+        """A line to copy from (a command): no timestamp in front."""
+        if not self.quiet:
+            self.stream.write(f"{redact(text)}\n")
+            self.stream.flush()
 
 
 class RichReporter(PlainReporter):
@@ -125,12 +139,17 @@ class RichReporter(PlainReporter):
         self.state: dict[str, Any] = {"iteration": 0, "phase": "", "checks": [], "rewards": []}
         self.last_output = ""  # the newest line the actor or a check printed
         self.phase_started = time.monotonic()
-        self.tokens = 0
+        self.tokens: int | None = None  # unknown until an attempt reports some
         self.cost: float | None = None
         self.live: Live | None = None
 
     def line(self, text: str) -> None:
         self.console.print(redact(text), markup=False, highlight=False)
+
+    def block(self, text: str) -> None:
+        """A command is never cut by a newline of ours: the terminal wraps it, so it copies
+        whole."""
+        self.console.print(redact(text), markup=False, highlight=False, soft_wrap=True)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -149,9 +168,8 @@ class RichReporter(PlainReporter):
         if s["checks"]:
             parts.append(Text("  " + "   ".join(s["checks"])))
         cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
-        parts.append(
-            Text(f"  rewards {sparkline(s['rewards'])}  tokens {self.tokens}  cost {cost}")
-        )
+        tokens = "unknown" if self.tokens is None else f"{self.tokens:,}"
+        parts.append(Text(f"  rewards {sparkline(s['rewards'])}  tokens {tokens}  cost {cost}"))
         return Group(*parts)
 
     def _refresh(self) -> None:
@@ -196,7 +214,9 @@ class RichReporter(PlainReporter):
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
         self.state["rewards"].append(record.reward)
         if record.ralph:
-            self.tokens += record.ralph.usage.tokens()
+            tokens = record.ralph.usage.tokens()
+            if tokens is not None:
+                self.tokens = (self.tokens or 0) + tokens
             if record.ralph.usage.cost_usd is not None:
                 self.cost = (self.cost or 0.0) + record.ralph.usage.cost_usd
         super().iteration_done(record, decision)
@@ -262,6 +282,36 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
             bar.stop()
 
 
+def next_steps(result: LoopResult) -> list[str]:
+    """The final lines of a loop with a branch: where the work is and what to do with it."""
+    if not result.branch or result.status in ("paused", "running", "crashed"):
+        return []
+    best = result.best_commit
+    at_tip = best is not None and result.best_iteration == result.iterations
+    shown = result.branch if at_tip or best is None else best[:12]
+    base = result.base_branch or (result.base_commit or "HEAD")[:12]
+    where = f"branch  {result.branch} (from {base})"
+    drop = "drop    ralph prune (removes finished loops' branches, keeps records)"
+    improved = (
+        best is not None
+        and result.best_reward is not None
+        and result.best_reward > (result.baseline_reward or 0.0)
+    )
+    if not improved:
+        return [where, "best    no iteration did better than the starting point", drop]
+    assert best is not None
+    switch = "" if result.worktree else f"git switch {base} && "
+    reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
+    return [
+        where,
+        f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
+        f"review  git diff {base}...{shown}",
+        f"apply   {switch}ralph apply {result.loop_id}",
+        f"        (or git merge --squash {shown})",
+        drop,
+    ]
+
+
 def write_step_summary(result: LoopResult) -> None:
     """Append a markdown summary of the loop to $GITHUB_STEP_SUMMARY when it is set."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -274,6 +324,7 @@ def write_step_summary(result: LoopResult) -> None:
         f"**{result.status}** ({result.stop_reason}) after {result.iterations} iterations, "
         f"best reward {best}",
         "",
+        *_summary_branch(result),
         "| iteration | reward |",
         "| --- | --- |",
         *(f"| {i} | {r:.2f} |" for i, r in enumerate(result.reward_history, start=1)),
@@ -284,3 +335,11 @@ def write_step_summary(result: LoopResult) -> None:
             handle.write("\n".join(lines) + "\n")
     except OSError:
         pass  # a summary is a courtesy; never fail a loop over it
+
+
+def _summary_branch(result: LoopResult) -> list[str]:
+    if not result.branch:
+        return []
+    base = f" from `{result.base_branch}`" if result.base_branch else ""
+    best = f", best commit `{result.best_commit[:12]}`" if result.best_commit else ""
+    return [f"Branch `{result.branch}`{base}{best}", ""]

@@ -18,6 +18,18 @@ def _cell(text: str | None, width: int = 160) -> str:
     return clip(flat, width).replace("|", "\\|") or "-"
 
 
+def _branch(state: LoopState) -> str:
+    """` · branch `ralph/…` from `main`, best commit `abc…``: where the work is."""
+    from ralph.loop.result import git_outcome
+
+    git = git_outcome(state)
+    if not git["branch"]:
+        return ""
+    base = f" from `{git['base_branch']}`" if git["base_branch"] else ""
+    best = f", best commit `{git['best_commit'][:12]}`" if git["best_commit"] else ""
+    return f" · branch `{git['branch']}`{base}{best}"
+
+
 def loop_markdown(store: MemoryStore, loop_id: str) -> str:
     validate_loop_id(loop_id)
     records = store.valid_records(loop_id)
@@ -38,14 +50,13 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
 
         status, stop = status_from_records([r.evaluator_output.passed for r in records]), None
     best = max(rewards, default=None)
-    branch = state.git.branch if state and state.git else None
+    branch = _branch(state) if state else ""
     lines = [
         f"### ralph: {_cell(task, 200)}",
         "",
         f"**{status}**{f' ({stop})' if stop else ''} after {len(records)} "
         f"iteration{'' if len(records) == 1 else 's'}, best reward "
-        f"{'-' if best is None else f'{best:.2f}'} · loop `{loop_id}`"
-        + (f" · branch `{branch}`" if branch else ""),
+        f"{'-' if best is None else f'{best:.2f}'} · loop `{loop_id}`" + branch,
         "",
         f"Reward curve: `{sparkline(curve)}` "
         + " → ".join(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _print_json(data: Any) -> None:
-    from ralph.cli.output import print_json
+    from ralph.cli.common import print_json
 
     print_json(data)
 
@@ -115,6 +115,7 @@ def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_js
                 "passed": record.evaluator_output.passed,
                 "reward": record.evaluator_output.reward_signal,
                 "failure_category": credit.failure_category if credit else None,
+                "root_cause": credit.root_cause if credit and credit.root_cause else None,
                 "reflection": _first_line(record.self_reflection.reflection_text, 200),
             }
         )
@@ -127,13 +128,14 @@ def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_js
             "yes" if row["passed"] else "no",
             _reward(row["reward"]),
             str(row["failure_category"] or "-"),
-            _first_line(str(row["reflection"]), 90),
+            _first_line(str(row["root_cause"] or row["reflection"]), 90),
         ]
         if row["valid"]
         else [str(row["iteration"]), "invalid", "-", "-", str(row["problem"])]
         for row in rows
     ]
-    columns = ["iter", "passed", "reward", "category", "reflection"]
+    # what differs between iterations first: the root cause, else the reflection's first line
+    columns = ["iter", "passed", "reward", "category", "root cause / reflection"]
     emit_table(console, f"loop {loop_id}", columns, cells)
 
 
@@ -233,7 +235,9 @@ def search_reflections(
             str(hit.category or ("passed" if hit.passed else "-")),
             _reward(hit.confidence),
             f"{hit.retrieved}/{hit.helped}",
-            ("[obsolete] " if hit.obsolete else "") + _first_line(hit.summary, 80),
+            # the root cause first: it says what differs, not "My attempt did not ..."
+            ("[obsolete] " if hit.obsolete else "")
+            + _first_line(hit.root_cause or hit.summary, 80),
         ]
         for hit in hits
     ]
@@ -259,9 +263,8 @@ def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> date
 def mark_obsolete(
     store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
 ) -> None:
-    from ralph.memory.lessons import mark_obsolete as mark
 
-    changed = mark(store, loop_id, iteration, obsolete=obsolete)
+    changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "
     console.print(f"{loop_id}#{iteration} {prefix}{what}", markup=False)
@@ -293,8 +296,8 @@ def render_record(record: IterationRecord, console: Console) -> None:
         for error in ev.errors[:10]:
             where = error.location() or "-"
             console.print(f"    {escape(where)}  {escape(_first_line(error.message, 120))}")
-        if len(ev.errors) > 10:
-            console.print(f"    ... {len(ev.errors) - 10} more")
+        if record.error_count > 10:
+            console.print(f"    ... {record.error_count - 10} more")
     sr = record.self_reflection
     console.print("\n[bold]reflection[/]")
     console.print(f"  {escape(sr.reflection_text)}")
@@ -375,5 +378,8 @@ def validate_file(path: Path) -> list[str]:
 
 
 def _first_line(text: str, width: int) -> str:
+    """The first line, cut at a word when longer than `width`."""
+    from ralph.glyphs import clip
+
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return clip(line, width)

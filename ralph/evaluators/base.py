@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ralph.config import CheckSpec
-from ralph.records import CheckResult, Diagnostic, EvaluatorOutput, Metrics
+from ralph.records import (
+    DIAGNOSTICS_PER_CHECK,
+    CheckResult,
+    Diagnostic,
+    EvaluatorOutput,
+    Metrics,
+)
 
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline, CheckVerdict
@@ -101,6 +107,25 @@ class Evaluation:
             "remaining": sum(len(v.remaining) for v in verdicts if v.role == "target"),
             "regressions": sum(len(v.regressions) for v in verdicts),
         }
+
+    def recorded_output(
+        self, cap: int = DIAGNOSTICS_PER_CHECK
+    ) -> tuple[EvaluatorOutput, int | None]:
+        """The output as a record keeps it: at most `cap` diagnostics per check, those the agent
+        must work on (a target's remaining, a guard's regressions) first; and the total when
+        some were left out. Judging, prompts and reflections use the whole `output`."""
+        kept: list[Diagnostic] = []
+        for o in self.outcomes:
+            first = [*o.verdict.remaining, *o.verdict.regressions] if o.verdict else []
+            chosen: set[int] = set()
+            for d in [*first, *o.errors]:  # the verdict's lists hold the outcome's objects
+                if len(chosen) == cap:
+                    break
+                chosen.add(id(d))
+            kept += [d for d in o.errors if id(d) in chosen]
+        if len(kept) == self.error_count:
+            return self.output, None
+        return replace(self.output, errors=kept), self.error_count
 
     def roles(self) -> dict[str, str]:
         return {o.spec.name: o.verdict.role for o in self.outcomes if o.verdict is not None}

@@ -173,7 +173,7 @@ class JudgeCheck:
         self, client: ChatClient, diff: str, cwd: Path
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
-        from ralph.answers import repair_context
+        from ralph.providers.answers import ask_json, repair_context
         from ralph.providers.base import Message
         from ralph.redact import redact
         from ralph.templates import render
@@ -187,16 +187,15 @@ class JudgeCheck:
         }
         prompt = redact(render("judge", context, project_root=cwd))
         messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
-        text = self._chat(client, messages)
-        answer, problems = parse_verdict(text)
-        if answer is not None:
-            return answer, []
-        repair = render("judge-repair", repair_context(text, problems), project_root=cwd)
-        messages += [
-            Message("assistant", redact(text) if text.strip() else "(empty answer)"),
-            Message("user", redact(repair)),
-        ]
-        return parse_verdict(self._chat(client, messages))
+        answer, problems, _ = ask_json(
+            lambda turn: self._chat(client, turn),
+            messages,
+            parse_verdict,
+            lambda text, wrong: render(
+                "judge-repair", repair_context(text, wrong), project_root=cwd
+            ),
+        )
+        return answer, problems
 
     def _chat(self, client: ChatClient, messages: list[Message]) -> str:
         response = client.chat(messages, json_mode=True, max_tokens=MAX_ANSWER_TOKENS)
@@ -263,7 +262,7 @@ def _validator() -> Any:
 
 def parse_verdict(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The judge's answer, coerced (scores as "8/10", issues as strings) and validated."""
-    from ralph.answers import extract_json_object
+    from ralph.providers.answers import extract_json_object
 
     data = extract_json_object(text or "")
     if data is None:

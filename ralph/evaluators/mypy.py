@@ -23,19 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from ralph import process
-from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.evaluators.shell import (
-    CommandCheck,
-    count_score,
-    crashed,
+from ralph.evaluators.base import OutputCallback
+from ralph.evaluators.command import (
+    DiagnosticsCheck,
     insert_after,
-    make_result,
     output_tail,
     relative_path,
-    timed_out,
     tool_pattern,
 )
-from ralph.records import CheckStatus, Diagnostic, Metrics
+from ralph.process import ProcessResult
+from ralph.records import Diagnostic, Metrics
 
 MYPY = tool_pattern("mypy")
 JSON_SINCE = (1, 11)
@@ -54,48 +51,37 @@ _versions: dict[tuple[str, str], tuple[tuple[int, ...] | None, bool]] = {}
 _versions_lock = threading.Lock()
 
 
-class MypyCheck(CommandCheck):
+class MypyCheck(DiagnosticsCheck):
     """Score: 1 when clean, else relative to the baseline's error count (0 without one)."""
 
-    def run(
-        self,
-        cwd: Path,
-        *,
-        baseline_errors: int | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> CheckOutcome:
-        res = self.execute(self._command(cwd), cwd, on_output=on_output)
-        code = res.exit_code
-        errors = parse_output(res.stdout, cwd)
-        if code == 2 and not errors and self._forget_remembered(cwd):
+    label = "mypy"
+
+    def attempt(self, cwd: Path, on_output: OutputCallback | None) -> ProcessResult:
+        res = self.execute(self.command_for(cwd), cwd, on_output=on_output)
+        if res.exit_code == 2 and not self.findings(res, cwd) and self._forget_remembered(cwd):
             # mypy refused the flags of a remembered version it does not have: ask, run again
-            res = self.execute(self._command(cwd), cwd, on_output=on_output)
-            code = res.exit_code
-            errors = parse_output(res.stdout, cwd)
-        if res.timed_out:
-            return timed_out(self.spec, res, self.timeout)
+            res = self.execute(self.command_for(cwd), cwd, on_output=on_output)
+        return res
+
+    def findings(self, res: ProcessResult, cwd: Path) -> list[Diagnostic]:
+        return parse_output(res.stdout, cwd)
+
+    def usable(self, code: int | None, errors: list[Diagnostic]) -> bool:
         # Exit 2 is mypy's "blocking error": a syntax error it reports, or a crash/bad usage.
-        if code not in (0, 1, 2) or (code == 2 and not errors):
-            return crashed(self.spec, res, "mypy could not check the project")
-        if code == 1 and not errors:
-            errors = [
-                Diagnostic(
-                    type="other",
-                    message="mypy exited with code 1 but reported no error ralph could read",
-                    stack_trace=output_tail(res) or None,
-                    severity="error",
-                )
-            ]
-        status: CheckStatus = "pass" if code == 0 and not errors else "fail"
-        return CheckOutcome(
-            self.spec,
-            make_result(self.spec, status, res),
-            errors,
-            Metrics(type_errors=len(errors)),
-            count_score(len(errors), baseline_errors) if status == "fail" else 1.0,
+        return code in (0, 1) or (code == 2 and bool(errors))
+
+    def unread(self, res: ProcessResult) -> Diagnostic:
+        return Diagnostic(
+            type="other",
+            message="mypy exited with code 1 but reported no error ralph could read",
+            stack_trace=output_tail(res) or None,
+            severity="error",
         )
 
-    def _command(self, cwd: Path) -> str:
+    def metrics(self, errors: list[Diagnostic]) -> Metrics:
+        return Metrics(type_errors=len(errors))
+
+    def command_for(self, cwd: Path) -> str:
         """The configured command with the output flags this mypy understands."""
         command = self.spec.command
         match = MYPY.search(command)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.evaluators.shell import (
+from ralph.evaluators.command import (
     CommandCheck,
     crashed,
     first_lines,
@@ -89,9 +89,9 @@ class PytestCheck(CommandCheck):
                 junit.unlink()
         if res.timed_out:
             return timed_out(self.spec, res, self.timeout)
-        return self.judge(res, xml_text, cwd, {**os.environ, **env})
+        return self.judge_report(res, xml_text, cwd, {**os.environ, **env})
 
-    def judge(
+    def judge_report(
         self, res: ProcessResult, xml_text: str, cwd: Path, environ: dict[str, str]
     ) -> CheckOutcome:
         """Exit codes: 0 ok, 1 failures, 2 interrupted, 3 internal error, 4 usage, 5 no tests."""

@@ -11,18 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.evaluators.shell import (
-    CommandCheck,
-    count_score,
-    crashed,
+from ralph.evaluators.command import (
+    DiagnosticsCheck,
     insert_after,
-    make_result,
     output_tail,
     relative_path,
-    timed_out,
 )
-from ralph.records import CheckStatus, Diagnostic, Metrics, Severity
+from ralph.process import ProcessResult
+from ralph.records import Diagnostic, Metrics, Severity
 
 RUFF_CHECK = re.compile(r"(?:^|(?<=[\s/]))ruff\s+check(?=\s|$)")
 USER_FORMAT = re.compile(r"\s--output-format(?:=|\s+)\S+")  # ruff rejects the option twice
@@ -38,44 +34,28 @@ CONCISE = re.compile(
 )
 
 
-class RuffCheck(CommandCheck):
+class RuffCheck(DiagnosticsCheck):
     """Score: 1 when clean, else relative to the baseline's error count (0 without one)."""
 
-    def run(
-        self,
-        cwd: Path,
-        *,
-        baseline_errors: int | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> CheckOutcome:
+    label = "ruff"
+
+    def command_for(self, cwd: Path) -> str:
         command = self.spec.command
         if RUFF_CHECK.search(command):
             stripped = USER_FORMAT.sub("", command)
             command = insert_after(stripped, RUFF_CHECK, "--output-format json") or command
-        res = self.execute(command, cwd, on_output=on_output)
-        if res.timed_out:
-            return timed_out(self.spec, res, self.timeout)
-        code = res.exit_code
-        if code not in (0, 1):  # 2: ruff itself failed (bad configuration, unknown option)
-            return crashed(self.spec, res, "ruff could not check the project")
-        errors = parse_output(res.stdout, cwd)
-        if code == 1 and not errors:
-            errors = [
-                Diagnostic(
-                    type="lint_error",
-                    message=output_tail(res) or "ruff exited with code 1",
-                    severity="error",
-                )
-            ]
-        status: CheckStatus = "pass" if code == 0 and not errors else "fail"
+        return command
+
+    def findings(self, res: ProcessResult, cwd: Path) -> list[Diagnostic]:
+        return parse_output(res.stdout, cwd)
+
+    def unread(self, res: ProcessResult) -> Diagnostic:
+        message = output_tail(res) or "ruff exited with code 1"
+        return Diagnostic(type="lint_error", message=message, severity="error")
+
+    def metrics(self, errors: list[Diagnostic]) -> Metrics:
         warnings = sum(1 for e in errors if e.severity == "warning")
-        return CheckOutcome(
-            self.spec,
-            make_result(self.spec, status, res),
-            errors,
-            Metrics(lint_errors=len(errors) - warnings, lint_warnings=warnings),
-            count_score(len(errors), baseline_errors) if status == "fail" else 1.0,
-        )
+        return Metrics(lint_errors=len(errors) - warnings, lint_warnings=warnings)
 
 
 def parse_output(stdout: str, cwd: Path) -> list[Diagnostic]:

@@ -1,6 +1,6 @@
 """The evaluator: every configured check in parallel, combined into one verdict and one reward.
 
-Reward (DESIGN.md section 6): each check scores in [0, 1]; scores are combined by weights
+Reward (docs/architecture.md, Judging): each check scores in [0, 1]; scores are combined by weights
 (tests 0.5, type check 0.3, lint 0.2, shell 0.5 unless configured), renormalised over the
 checks present. `passed` means every check passes; nothing else decides completion.
 """
@@ -18,21 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import process
-from ralph.config import CheckSpec, Settings
+from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.command import kill_running_checks, make_result
 from ralph.evaluators.judge import JudgeCheck
 from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_check, make_baseline
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
-from ralph.evaluators.shell import (
-    SHELL_WORDS,
-    ShellCheck,
-    kill_running_checks,
-    make_result,
-)
-from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.evaluators.shell import ShellCheck
+from ralph.glyphs import first_line
+from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
 
 if TYPE_CHECKING:
@@ -79,15 +76,6 @@ class CheckSuite:
         self.checks: list[Check] = [make_check(s, timeout=check_timeout, cap=cap) for s in specs]
         self.weights = dict(weights or {})
         self.last_logs: dict[str, str] = {}
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CheckSuite:
-        return cls(
-            settings.all_checks(),
-            settings.weights,
-            check_timeout=settings.check_timeout,
-            cap=settings.output_cap,
-        )
 
     @classmethod
     def from_checks(
@@ -320,7 +308,7 @@ def fingerprint(
         for e in outcome.errors:
             if keep is not None and id(e) not in keep:
                 continue
-            what = e.rule if e.type == "test_failure" and e.rule else _first_line(e.message)
+            what = e.rule if e.type == "test_failure" and e.rule else _masked_first_line(e.message)
             items.append(f"{outcome.spec.name}|{e.type}|{e.rule or ''}|{e.file or ''}|{what}")
     import hashlib  # here, not at import: `ralph check` starts its checks before this is needed
 
@@ -328,7 +316,9 @@ def fingerprint(
     return digest.hexdigest()[:16]
 
 
-def _first_line(message: str) -> str:
+def _masked_first_line(message: str) -> str:
+    """The first line with numbers and addresses masked: the same error at another line or
+    object id fingerprints the same."""
     line = message.strip().splitlines()[0] if message.strip() else ""
     return re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "N", line)
 
@@ -356,15 +346,11 @@ def render_check_report(evaluation: Evaluation, console: Console) -> None:
     for e in errors[:SHOWN_DIAGNOSTICS]:
         where = e.location() or e.rule or e.type
         rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
-        console.print(f"  [bold]{escape(where)}[/]  {escape(_first_line_raw(e.message))}{rule}")
+        console.print(f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}")
     if len(errors) > SHOWN_DIAGNOSTICS:
         console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
     verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
     console.print(f"reward {evaluation.reward:.2f}  {verdict}")
-
-
-def _first_line_raw(message: str) -> str:
-    return message.strip().splitlines()[0] if message.strip() else ""
 
 
 def _counts(outcome: CheckOutcome) -> str:
@@ -373,7 +359,7 @@ def _counts(outcome: CheckOutcome) -> str:
     if any(e.type == "timeout" for e in outcome.errors):
         return "timed out"
     if outcome.result.status == "error":
-        return "could not run" if not outcome.errors else _first_line_raw(outcome.errors[0].message)
+        return "could not run" if not outcome.errors else first_line(outcome.errors[0].message)
     if parser == "pytest" and m.tests_total is not None:
         text = f"{m.tests_passed} passed, {m.tests_failed} failed"
         collection = sum(1 for e in outcome.errors if e.type != "test_failure")

@@ -17,10 +17,11 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
-from ralph.loop.result import ABORTED_MESSAGE, LoopResult
+from ralph.loop.result import ABORTED_MESSAGE, LoopResult, git_outcome
 from ralph.loop.runner import LoopRunner
 from ralph.loop.steps import Parts, Reporter
-from ralph.memory.store import LoopState, MemoryStore, same_process
+from ralph.memory.locks import same_process
+from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
 
 
@@ -323,8 +324,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "baseline_reward": state.baseline.reward if state.baseline else None,
         "reward_history": state.reward_history,
         "usage": state.usage.to_json(),
-        "branch": state.git.branch if state.git else None,
-        "worktree": state.git.worktree if state.git else None,
+        **git_outcome(state),  # branch, base_branch, best_commit, worktree
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }

@@ -2,7 +2,8 @@
 
 Each step of `LoopRunner._iteration` returns one of the values below; `make_record` turns the
 four of them into the iteration's record in one place: the Reflexion record, ralph's extension
-(usage, durations, roles, the commit), and the notes on what ralph ignored or undid.
+(usage, durations, roles), and the notes on what ralph ignored or undid; `name_commit` adds
+the commit that the record's own message (workspace/commits.py) describes.
 """
 
 from __future__ import annotations
@@ -134,9 +135,8 @@ def make_record(
     earlier: list[IterationRecord],
     baseline: BaselineSummary | None,
     window_policy: WindowPolicy,
-    commit: str | None,
 ) -> IterationRecord:
-    """The record of iteration `it` after the `earlier` ones; it names its `commit`."""
+    """The record of iteration `it` after the `earlier` ones (its commit: `name_commit`)."""
     evaluation, reflected = it.evaluation, it.reflected
     previous_reward, previous_errors = _previous(earlier, baseline)
     in_context = [r.iteration for r in it.prompt.window]
@@ -145,13 +145,15 @@ def make_record(
     if reflected.duration_ms is not None:
         durations["reflect"] = reflected.duration_ms
     result = it.acted.result
+    # records stay small enough to commit: at most 50 diagnostics per check, and the total
+    recorded, error_count = evaluation.recorded_output()
     record = IterationRecord(
         loop_id=loop_id,
         iteration=it.number,
         timestamp=utc_now(),
         task_description=task,
         actor_output=it.acted.output,
-        evaluator_output=evaluation.output,
+        evaluator_output=recorded,
         self_reflection=reflected.reflection,
         memory_metadata=MemoryMetadata(
             # aiwg's schema wants 1-10: Ω = 0 (no memory) shows as capacity 1 with nothing
@@ -181,16 +183,25 @@ def make_record(
             ),
             duration_ms=durations,
             prompt_sha256=hashlib.sha256(it.prompt.text.encode()).hexdigest(),
-            git_commit=commit,
             lessons_used=list(it.prompt.lessons),
             error_fingerprint=evaluation.fingerprint,
             trace=reflected.trace,
+            error_count=error_count,
             **_judgement_fields(evaluation),
         ),
     )
     annotate(record, it.actor_notes())
     annotate(record, it.acted.changes.git_moves, flag="actor_moved_git")
     return record
+
+
+def name_commit(record: IterationRecord, sha: str | None, *, on_branch: bool) -> None:
+    """The record names the commit made from it; on a loop branch, an attempt that changed
+    nothing has no commit of its own (HEAD holds its tree), and the record says so."""
+    if sha and record.ralph is not None:
+        record.ralph.git_commit = sha
+    elif on_branch:
+        annotate(record, ["no changes: nothing to commit"])
 
 
 def _previous(
@@ -200,7 +211,7 @@ def _previous(
     baseline's."""
     if earlier:
         last = earlier[-1]
-        return last.reward, len(last.evaluator_output.errors or [])
+        return last.reward, last.error_count
     return (baseline.reward, baseline.error_count) if baseline else (0.0, 0)
 
 

@@ -50,6 +50,12 @@ class LoopResult:
     targets: list[str] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     regressions: int = 0
+    branch: str | None = None  # the loop's git branch, and where it started from
+    base_branch: str | None = None
+    base_commit: str | None = None
+    best_commit: str | None = None  # the commit holding the best iteration's tree
+    worktree: str | None = None
+    baseline_reward: float | None = None
 
     @classmethod
     def of(
@@ -78,6 +84,8 @@ class LoopResult:
             targets=baseline.named("target") if baseline else [],
             guards=baseline.named("guard") if baseline else [],
             regressions=regressions,
+            baseline_reward=baseline.reward if baseline else None,
+            **git_outcome(state),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -96,4 +104,21 @@ class LoopResult:
             "targets": self.targets,
             "guards": self.guards,
             "regressions": self.regressions,
+            "branch": self.branch,
+            "base_branch": self.base_branch,
+            "base_commit": self.base_commit,
+            "best_commit": self.best_commit,
         }
+
+
+def git_outcome(state: LoopState) -> dict[str, Any]:
+    """Where a loop's work is: its branch, the branch it started from, the commit holding the
+    best iteration's tree (None before the first iteration) and its worktree, if any."""
+    git, best = state.git, state.best_iteration
+    return {
+        "branch": git.branch if git else None,
+        "base_branch": git.original_branch if git else None,
+        "base_commit": git.base_commit if git else None,
+        "best_commit": git.commit_of(best) if git and best else None,
+        "worktree": git.worktree if git else None,
+    }

@@ -24,11 +24,7 @@ from ralph.evaluators.judging import Baseline
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
-from ralph.loop.iteration import (
-    Iteration,
-    Prompt,
-    make_record,
-)
+from ralph.loop.iteration import Iteration, Prompt, make_record, name_commit
 from ralph.loop.policy import Decision, Spend, StopPolicy, attempts, baseline_attempt
 from ralph.loop.result import (
     ABORTED_MESSAGE,
@@ -287,14 +283,10 @@ class LoopRunner:
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:
         """Commit the attempt, then write its record, then the state that counts it."""
         from ralph.loop.window import window_policy
+        from ralph.workspace.commits import iteration_message
 
         for note in it.notes():
             self.reporter.note(f"iteration {it.number}: {note}")
-        # The commit first, so the record is written once and names it; killed in between,
-        # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(
-            f"ralph: {state.loop_id} iteration {it.number} reward {it.evaluation.reward:.2f}"
-        )
         record = make_record(
             it,
             loop_id=state.loop_id,
@@ -302,13 +294,17 @@ class LoopRunner:
             earlier=self.records,
             baseline=state.baseline,
             window_policy=window_policy(self.settings.window_policy),
-            commit=sha,
         )
+        # The commit first, so the record is written once and names it; killed in between,
+        # `resume` redoes the iteration (the state does not count it yet).
+        sha = self.parts.workspace.commit_iteration(iteration_message(record))
+        name_commit(record, sha, on_branch=state.git is not None)
+        commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
         self.store.write_record(record)
         self.records.append(record)
         self._last_evaluation = it.evaluation
-        if sha and state.git is not None:
-            state.git = state.git.committed(it.number, sha)
+        if commit and state.git is not None:
+            state.git = state.git.committed(it.number, commit)
         known = state.iteration == 0 or state.usage.cost_usd is not None
         state.count(record)
         self._save(state, started)

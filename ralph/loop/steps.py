@@ -209,12 +209,12 @@ def reflect(
     earlier: list[IterationRecord],
 ) -> Reflected:
     """The agent's trajectory kept, then a success note, or the reflector's reflection."""
-    from ralph.actors import trace
+    from ralph.actors import tracing
     from ralph.reflection.heuristic import success_reflection
     from ralph.reflection.quality import quality_flags
 
     checks = [o.spec.command for o in evaluation.outcomes]
-    traced, steps = trace.store_attempt(
+    traced, steps = tracing.store_attempt(
         prompt.artifacts, acted.result, parts.actor.name, checks, parts.workspace.root
     )
     if evaluation.passed:

@@ -1,7 +1,7 @@
 """The Ω window: which earlier reflections go into the next prompt, and how much of them.
 
 Reflexion keeps a bounded episodic memory (Ω reflections) so the prompt stays within context
-however long a loop runs. Definitions used here (DESIGN.md section 8):
+however long a loop runs. Definitions used here (docs/architecture.md, The cycle):
 
 - Candidates are the failed iterations' reflections; success notes never enter the window.
 - `fifo`: a queue of the last Ω reflections. Under the token budget it evicts from the old end

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ralph.memory.store import MemoryStore
 
 Verdict = Literal["accepted", "rejected", "not_taken"]
-Source = Literal["explicit", "apply", "prune"]
+FeedbackSource = Literal["explicit", "apply", "prune"]
 SCHEMA = "feedback.schema.json"
 FEEDBACK_FILE = "feedback.json"
 FEEDBACK_BOOST = 1.0  # machine lessons score at most 1: a person's verdict ranks above them all
@@ -46,7 +46,7 @@ def record_feedback(
     verdict: Verdict,
     *,
     note: str | None = None,
-    source: Source = "explicit",
+    source: FeedbackSource = "explicit",
 ) -> dict[str, Any] | None:
     """Write the verdict (validated, atomically); None when an implicit signal is ignored
     because a person already gave their verdict."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ralph.memory.store import MemoryStore
+    pass
 
 SIMILARITY_THRESHOLD = 0.5
 DUPLICATE_THRESHOLD = 0.8
@@ -164,41 +164,3 @@ def parse_lesson_id(lesson_id: str) -> tuple[str, int] | None:
 
 
 # --- choosing the lessons for the next prompt --------------------------------------------------
-
-
-def mark_obsolete(store: MemoryStore, loop_id: str, iteration: int, *, obsolete: bool) -> bool:
-    """Set (or clear) the record's `ralph.obsolete`; True when the file changed.
-
-    The file is edited as JSON, not re-serialised from dataclasses, so every other byte of
-    meaning stays; it is validated before the atomic write like any record.
-    """
-    from ralph import schemas
-    from ralph.errors import StoreError
-    from ralph.files import atomic_write_json, read_json
-    from ralph.ids import validate_loop_id
-    from ralph.records import SCHEMA_VERSION
-
-    path = store.record_path(validate_loop_id(loop_id), iteration)
-    if not path.exists():
-        if not store.reflections_dir(loop_id).is_dir() and not store.state_path(loop_id).exists():
-            raise StoreError(
-                f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
-            )
-        raise StoreError(f"loop {loop_id} has no iteration {iteration}")
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise StoreError(f"{path}: not a record")
-    ext = data.get("ralph")
-    if bool(isinstance(ext, dict) and ext.get("obsolete")) == obsolete:
-        return False
-    if not isinstance(ext, dict):
-        ext = data["ralph"] = {"schema_version": SCHEMA_VERSION}
-    if obsolete:
-        ext["obsolete"] = True
-    else:
-        ext.pop("obsolete", None)
-    problems = schemas.errors(schemas.RECORD, data)
-    if problems:
-        raise StoreError(f"{path}: invalid record, not changed: {problems[0]}")
-    atomic_write_json(path, data)
-    return True

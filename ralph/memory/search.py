@@ -32,15 +32,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
+from ralph.glyphs import clip
 from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
+from ralph.memory.sqlite_cache import create, open_cache
 from ralph.memory.store import RECORD_NAME, MemoryStore
 
 INDEX_NAME = "search.sqlite"
-INDEX_VERSION = 2  # bump when what is indexed changes: an index of another version is rebuilt
+INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
 RACY_NS = 2_000_000_000
 # bm25 column weights for `ralph reflections search`: the root cause and lessons say most.
-COLUMNS = ("task", "reflection", "root_cause", "insights", "lessons", "errors")
+# bm25 weights of the columns: task, reflection, root_cause, insights, lessons, errors
 SEARCH_WEIGHTS = (0.5, 1.0, 2.0, 1.0, 1.5, 1.0)
 CANDIDATES = 100
 # A query's terms, rarest first, are kept while the documents they match stay under this many:
@@ -105,7 +107,7 @@ class Candidate:
 
 
 @dataclass
-class Usage:
+class LessonUsage:
     """How often a reflection's lessons were given to other attempts, and how often that helped."""
 
     retrieved: int
@@ -138,33 +140,19 @@ class SearchIndex:
 
     # opening ------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        path = self.store.base / INDEX_NAME
-        if not self.store.base.is_dir():
-            return _create(sqlite3.connect(":memory:"))
-        _ignore_in_git(self.store)
-        for attempt in range(2):
-            db = None
-            try:
-                db = sqlite3.connect(path, timeout=10.0)
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version == INDEX_VERSION:
-                    return db
-                if version == 0 and not db.execute("SELECT 1 FROM sqlite_master").fetchone():
-                    return _create(db)
-                raise sqlite3.DatabaseError(f"index version {version}")  # rebuilt below
-            except sqlite3.DatabaseError as exc:
-                if db is not None:
-                    db.close()
-                corrupt = not isinstance(exc, sqlite3.OperationalError)
-                if corrupt and attempt == 0:
-                    for suffix in ("", "-journal", "-wal", "-shm"):  # rebuilt, never trusted
-                        with contextlib.suppress(OSError):
-                            path.with_name(path.name + suffix).unlink()
-                    continue
-                break
-        return _create(sqlite3.connect(":memory:"))  # read-only or busy: build it in memory
+        if self.store.base.is_dir():
+            _ignore_in_git(self.store)
+            db = open_cache(
+                self.store.base / INDEX_NAME,
+                version=INDEX_VERSION,
+                schema=SCHEMA,
+                timeout=10.0,
+                pragmas=("journal_mode = WAL", "synchronous = NORMAL"),
+            )
+            if db is not None:
+                return db
+        # no memory yet, or read-only or busy: build it in memory
+        return create(sqlite3.connect(":memory:"), version=INDEX_VERSION, schema=SCHEMA)
 
     # keeping it fresh ---------------------------------------------------------------------
     def sync(
@@ -419,7 +407,7 @@ class SearchIndex:
             matched += n
         return chosen
 
-    def usage(self, loop_id: str, iteration: int) -> Usage:
+    def usage(self, loop_id: str, iteration: int) -> LessonUsage:
         """How often the reflection's lessons were injected, and how often that attempt improved."""
         self.sync()
         users = self.db.execute(
@@ -428,7 +416,7 @@ class SearchIndex:
             " ORDER BY d.loop_id, d.iteration",
             (loop_id, iteration),
         ).fetchall()
-        return Usage(
+        return LessonUsage(
             retrieved=len(users),
             helped=sum(1 for *_, improved in users if improved),
             used_by=[f"{lp}#{it}" for lp, it, _ in users],
@@ -451,13 +439,6 @@ class SearchIndex:
             "improved": improved,
             "lessons_injected": lessons,
         }
-
-
-def _create(db: sqlite3.Connection) -> sqlite3.Connection:
-    with db:
-        db.executescript(SCHEMA)
-        db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
-    return db
 
 
 def _ignore_in_git(store: MemoryStore) -> None:
@@ -525,7 +506,7 @@ def _document(
         float(confidence) if isinstance(confidence, int | float) else None,
         ext.get("error_fingerprint") or None,
         None if improved is None else int(bool(improved)),
-        (text.strip().splitlines() or [""])[0][:200],
+        clip((text.strip().splitlines() or [""])[0], 200),
         root if isinstance(root, str) and root else None,
         json.dumps(failure.to_json()),
         json.dumps(lessons) if lessons else None,

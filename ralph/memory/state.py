@@ -73,29 +73,29 @@ class BaselineSummary:
 class Totals:
     """`usage` in the state: what the whole loop used so far.
 
+    Tokens are the counts that were reported, summed; None while none was (a `cmd:` actor's).
     `cost_usd` follows the one rule for money (`records.sum_costs`): unknown (None) as soon as
     one iteration's cost is, and None before anything was counted (nobody reported a cost).
     """
 
-    tokens_in: int = 0
-    tokens_out: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
     cost_usd: float | None = None
     wall_seconds: float = 0.0
 
     @property
     def tokens(self) -> int:
-        return self.tokens_in + self.tokens_out
+        """The known tokens (what a token budget can count)."""
+        return (self.tokens_in or 0) + (self.tokens_out or 0)
 
     def plus(self, usage: Usage, *, first: bool) -> Totals:
         """These totals and one more iteration's `usage`; `first`: nothing counted before."""
         return dataclasses.replace(
             self,
-            tokens_in=self.tokens_in
-            + (usage.actor_tokens_in or 0)
-            + (usage.reflector_tokens_in or 0),
-            tokens_out=self.tokens_out
-            + (usage.actor_tokens_out or 0)
-            + (usage.reflector_tokens_out or 0),
+            tokens_in=_counted(self.tokens_in, usage.actor_tokens_in, usage.reflector_tokens_in),
+            tokens_out=_counted(
+                self.tokens_out, usage.actor_tokens_out, usage.reflector_tokens_out
+            ),
             cost_usd=usage.cost_usd if first else sum_costs(self.cost_usd, usage.cost_usd),
         )
 
@@ -109,13 +109,19 @@ class Totals:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Totals:
-        cost = data.get("cost_usd")
+        cost, tokens_in, tokens_out = (data.get(k) for k in ("cost_usd", "tokens_in", "tokens_out"))
         return cls(
-            tokens_in=int(data.get("tokens_in", 0)),
-            tokens_out=int(data.get("tokens_out", 0)),
+            tokens_in=None if tokens_in is None else int(tokens_in),
+            tokens_out=None if tokens_out is None else int(tokens_out),
             cost_usd=None if cost is None else float(cost),
             wall_seconds=float(data.get("wall_seconds", 0.0)),
         )
+
+
+def _counted(total: int | None, *parts: int | None) -> int | None:
+    """Token counts summed where reported; None while none was (unknown stays unknown)."""
+    counts = [n for n in (total, *parts) if n is not None]
+    return sum(counts) if counts else None
 
 
 SETTINGS_KEYS = frozenset((*KEYS, "named_checks"))

@@ -8,20 +8,16 @@ never every record, and a corrupt file is reported with its reason instead of cr
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
-import socket
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ralph import schemas
-from ralph.errors import LoopAborted, PreflightError, RalphError, StoreError
+from ralph.errors import LoopAborted, RalphError, StoreError
 from ralph.files import (
     AIWG_DIR,
     atomic_write_json,
@@ -31,6 +27,7 @@ from ralph.files import (
     writable_hint,
 )
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
+from ralph.memory.locks import acquire, lock_path, process_identity, read_holder
 from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
 from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
@@ -176,6 +173,39 @@ class MemoryStore:
     def valid_records(self, loop_id: str) -> list[IterationRecord]:
         return [f.record for f in self.read_records(loop_id) if f.record is not None]
 
+    def mark_obsolete(self, loop_id: str, iteration: int, *, obsolete: bool) -> bool:
+        """Set (or clear) the record's `ralph.obsolete`; True when the file changed.
+
+        The file is edited as JSON, not re-serialised from dataclasses, so every other byte of
+        meaning stays; it is validated before the atomic write like any record.
+        """
+        from ralph.records import SCHEMA_VERSION
+
+        path = self.record_path(validate_loop_id(loop_id), iteration)
+        if not path.exists():
+            if not self.reflections_dir(loop_id).is_dir() and not self.state_path(loop_id).exists():
+                raise StoreError(
+                    f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
+                )
+            raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise StoreError(f"{path}: not a record")
+        ext = data.get("ralph")
+        if bool(isinstance(ext, dict) and ext.get("obsolete")) == obsolete:
+            return False
+        if not isinstance(ext, dict):
+            ext = data["ralph"] = {"schema_version": SCHEMA_VERSION}
+        if obsolete:
+            ext["obsolete"] = True
+        else:
+            ext.pop("obsolete", None)
+        problems = schemas.errors(schemas.RECORD, data)
+        if problems:
+            raise StoreError(f"{path}: invalid record, not changed: {problems[0]}")
+        atomic_write_json(path, data)
+        return True
+
     def clear_partial_writes(self, loop_id: str, workdir: Path | None = None) -> list[Path]:
         """Remove the temporary files of writes a kill -9 interrupted (the targets are whole),
         and the scratch files of checks whose process is gone (`private_tmp`).
@@ -276,7 +306,7 @@ class MemoryStore:
         if folder.is_dir():
             for entry in os.scandir(folder):
                 if entry.name.endswith(".lock"):
-                    holder = _holder(Path(entry.path))
+                    holder = read_holder(Path(entry.path))
                     if holder is not None and isinstance(holder.get("loop_id"), str):
                         found[holder["loop_id"]] = holder
         return found
@@ -314,9 +344,9 @@ class MemoryStore:
         says who holds it: loop, pid, host, pid namespace and the process's start time, so
         `ralph abort` signals that process and never one that merely got its pid later.
         """
-        path = lock_path(self, workdir)
+        path = lock_path(self.base, workdir)
         payload = json.dumps({"loop_id": loop_id, **process_identity(os.getpid())})
-        fd = _acquire(path, workdir)
+        fd = acquire(path, workdir)
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, payload.encode(), 0)
@@ -325,118 +355,6 @@ class MemoryStore:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
-
-
-def lock_path(store: MemoryStore, workdir: Path) -> Path:
-    digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:12]
-    return store.base / "locks" / f"{digest}.lock"
-
-
-def process_identity(pid: int) -> dict[str, Any]:
-    """What tells process `pid` from a later one given the same pid: host, pid namespace and
-    start time (Linux /proc; None where unknown)."""
-    from ralph.process import start_time
-
-    try:
-        namespace: str | None = os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        namespace = None
-    return {
-        "pid": pid,
-        "host": socket.gethostname(),
-        "pidns": namespace,
-        "started": start_time(pid),
-    }
-
-
-def same_process(identity: Mapping[str, Any]) -> bool:
-    """Whether the process a lock payload names is still that process, here: same host, same
-    pid namespace, same start time. False when any of it cannot be checked."""
-    pid = identity.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or identity.get("started") is None:
-        return False
-    now = process_identity(pid)
-    return all(now[key] == identity.get(key) for key in ("host", "pidns", "started"))
-
-
-def _holder(path: Path) -> dict[str, Any] | None:
-    """The payload of the lock file at `path` while it is held; None when nobody holds it.
-
-    Probes with a shared lock, held for an instant (`_acquire` retries past a probe)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _payload(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _payload(fd: int) -> dict[str, Any]:
-    """A held lock's payload; the holder writes it right after locking, so wait for it a bit."""
-    deadline = time.monotonic() + PAYLOAD_WAIT
-    while True:
-        try:
-            data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-            if isinstance(data, dict):
-                return data
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() > deadline:
-            return {"loop_id": None}
-        time.sleep(0.01)
-
-
-PAYLOAD_WAIT = 2.0
-PROBE_WAIT = 2.0  # how long an acquirer waits out a probe's instant (shared) lock
-
-
-def _acquire(path: Path, workdir: Path) -> int:
-    """A descriptor holding the exclusive flock on `path`, or PreflightError naming the holder."""
-    probed_until = time.monotonic() + PROBE_WAIT
-    while True:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the loop lock {path}: {exc.strerror or exc}",
-                hint=f"ralph needs to write to {path.parent.parent}",
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            if time.monotonic() < probed_until:
-                time.sleep(0.02)  # maybe a probe (`status`, `abort`): it holds for an instant
-                continue
-            raise PreflightError(
-                f"loop {holder} is already running in this working tree ({workdir})",
-                hint="wait for it, `ralph abort` it, or start another loop with --worktree",
-            ) from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            return fd
-        os.close(fd)  # the holder unlinked it between our open and our flock: try again
-
-
-def _lock_holder(fd: int) -> str:
-    """The loop named in a held lock (it may be mid-write: then just "another loop")."""
-    try:
-        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        return str(data["loop_id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another loop"
 
 
 def load_record_file(path: Path, iteration: int) -> RecordFile:

@@ -35,7 +35,7 @@ from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.store import RECORD_NAME, MemoryStore
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 MAX_RECORD_BYTES = 5_000_000  # a record is kilobytes; anything bigger is not one of ours
 CONFLICTS_DIR = "conflicts"
@@ -84,6 +84,32 @@ class ImportReport:
     @property
     def changed(self) -> bool:
         return bool(self.added) or any(c.new for c in self.conflicts)
+
+    def lines(self) -> list[str]:
+        """What the import did, as the CLI prints it: one line per change and per problem, then
+        the totals."""
+        lines: list[str] = []
+        verb = "would add" if self.dry_run else "added"
+
+        for loop_id, iteration, origin in self.added:
+            lines.append(f"{verb} {loop_id}#{iteration} (from {origin})")
+        for c in self.conflicts:
+            kept = ("would be kept" if self.dry_run else "kept") if c.new else "already kept"
+            lines.append(
+                f"conflict: {c.loop_id}#{c.iteration} from {c.origin} differs from the record here;"
+                f" {kept} apart at {c.kept_at}"
+            )
+        for origin, reason in self.invalid:
+            lines.append(f"invalid, skipped: {origin}: {reason}")
+        for origin, reason in self.skipped:
+            lines.append(f"skipped: {origin}: {reason}")
+        lines.append(
+            f"{'dry run: ' if self.dry_run else ''}{verb} "
+            f"{_plural(len(self.added), 'record')} of {_plural(len(self.loops), 'loop')}; "
+            f"{self.unchanged} already here, {_plural(len(self.conflicts), 'conflict')}, "
+            f"{len(self.invalid)} invalid"
+        )
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -399,30 +425,3 @@ def records_summary(store: MemoryStore, loop_id: str) -> dict[str, Any]:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def render_import(report: ImportReport, console: Console) -> None:
-    """One line per change (and per problem), then the totals."""
-    verb = "would add" if report.dry_run else "added"
-
-    def say(text: str) -> None:
-        console.print(text, markup=False, soft_wrap=True)
-
-    for loop_id, iteration, origin in report.added:
-        say(f"{verb} {loop_id}#{iteration} (from {origin})")
-    for c in report.conflicts:
-        kept = ("would be kept" if report.dry_run else "kept") if c.new else "already kept"
-        say(
-            f"conflict: {c.loop_id}#{c.iteration} from {c.origin} differs from the record here;"
-            f" {kept} apart at {c.kept_at}"
-        )
-    for origin, reason in report.invalid:
-        say(f"invalid, skipped: {origin}: {reason}")
-    for origin, reason in report.skipped:
-        say(f"skipped: {origin}: {reason}")
-    say(
-        f"{'dry run: ' if report.dry_run else ''}{verb} "
-        f"{_plural(len(report.added), 'record')} of {_plural(len(report.loops), 'loop')}; "
-        f"{report.unchanged} already here, {_plural(len(report.conflicts), 'conflict')}, "
-        f"{len(report.invalid)} invalid"
-    )

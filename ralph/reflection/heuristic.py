@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.describe import located_first
+from ralph.glyphs import first_line
 from ralph.records import (
     ActorOutput,
     CreditAssignment,
@@ -59,11 +60,6 @@ def guess_category(
     if INVENTED.search(top.message):
         return "hallucination"
     return CATEGORY_BY_TYPE.get(top.type, "other")
-
-
-def first_line(text: str, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _changed_files(actor_output: ActorOutput) -> list[str]:
@@ -168,7 +164,7 @@ def _heuristic_text(
         text.append(
             f"{'But it' if fixed else 'My change'} broke what worked before: {_join(broke)} now "
             f"{'has' if len(broke) == 1 else 'have'} {_plural(len(broken), 'new failure')}, "
-            f"the first at {where}: {first_line(broken[0].message)}"
+            f"the first at {where}: {first_line(broken[0].message, 200)}"
         )
         text[-1] = _sentence(text[-1])
     text.append(
@@ -180,7 +176,7 @@ def _heuristic_text(
         place = f" at {where}" if where else ""
         kind = errors[0].type.replace("_", " ")
         text.append(
-            _sentence(f"The first error is a {kind}{place}: {first_line(errors[0].message)}")
+            _sentence(f"The first error is a {kind}{place}: {first_line(errors[0].message, 200)}")
         )
     if not files:
         text.append("I did not change any files, so nothing I did could have fixed it.")

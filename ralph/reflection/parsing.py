@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
-from ralph.answers import extract_json_object, repair_context
+from ralph.providers.answers import extract_json_object, repair_context
 from ralph.records import (
     FAILURE_CATEGORIES,
     SelfReflection,

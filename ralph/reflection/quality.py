@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.glyphs import first_line
 from ralph.records import (
     Diagnostic,
     SelfReflection,
 )
-from ralph.reflection.heuristic import first_line
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation

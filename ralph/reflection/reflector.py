@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ralph.errors import one_line
+from ralph.providers.answers import ask_json
 from ralph.providers.base import ChatClient, ChatResponse, Message
 from ralph.records import (
     ActorOutput,
     IterationRecord,
+    ReflectionSource,
     SelfReflection,
     sum_costs,
 )
@@ -40,13 +42,11 @@ SYSTEM_PROMPT = (
 )
 MAX_ANSWER_TOKENS = 1500
 
-Source = Literal["llm", "repaired", "heuristic", "success"]
-
 
 @dataclass
 class ReflectionOutcome:
     reflection: SelfReflection
-    source: Source
+    source: ReflectionSource
     quality_flags: list[str] = field(default_factory=list)
     tokens_in: int | None = None
     tokens_out: int | None = None
@@ -90,22 +90,19 @@ class Reflector:
             )
             prompt = redact(render("reflection", context, project_root=self.project_root))
             messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
-            answer = self._chat(messages, usage)
-            reflection, problems = parse_reflection(answer)
-            if reflection is not None:
-                return self._done(reflection, "llm", evaluation, usage)
-            repair_prompt = render(
-                "repair",
-                reflection_repair_context(answer, problems),
-                project_root=self.project_root,
+            reflection, problems, repaired = ask_json(
+                lambda turn: self._chat(turn, usage),
+                messages,
+                parse_reflection,
+                lambda answer, wrong: render(
+                    "repair",
+                    reflection_repair_context(answer, wrong),
+                    project_root=self.project_root,
+                ),
             )
-            messages += [
-                Message("assistant", redact(answer) if answer.strip() else "(empty answer)"),
-                Message("user", redact(repair_prompt)),
-            ]
-            reflection, problems = parse_reflection(self._chat(messages, usage))
             if reflection is not None:
-                return self._done(reflection, "repaired", evaluation, usage)
+                source: ReflectionSource = "repaired" if repaired else "llm"
+                return self._done(reflection, source, evaluation, usage)
             reason = f"reflection invalid after one repair: {problems[0]}"
         except Exception as exc:  # a reflector failure must never stop the loop
             reason = one_line(exc)
@@ -118,7 +115,11 @@ class Reflector:
         return response.text or ""
 
     def _done(
-        self, reflection: SelfReflection, source: Source, evaluation: Evaluation, usage: _UsageSum
+        self,
+        reflection: SelfReflection,
+        source: ReflectionSource,
+        evaluation: Evaluation,
+        usage: _UsageSum,
     ) -> ReflectionOutcome:
         flags = quality_flags(reflection, evaluation)
         return usage.outcome(reflection, source, flags, None)
@@ -154,7 +155,11 @@ class _UsageSum:
         self.costs.append(response.cost_usd)
 
     def outcome(
-        self, reflection: SelfReflection, source: Source, flags: list[str], error: str | None
+        self,
+        reflection: SelfReflection,
+        source: ReflectionSource,
+        flags: list[str],
+        error: str | None,
     ) -> ReflectionOutcome:
         cost = sum_costs(*self.costs) if self.costs else None
         return ReflectionOutcome(

@@ -1,4 +1,5 @@
-"""The project directory the loop works in (the Workspace seam: base.py).
+"""The working tree the actor changes: git (branch, one commit per iteration, rollback, worktrees)
+or snapshots without git. The Workspace seam is in base.py.
 
 `open_workspace` picks the implementation; it lives here, above base.py, git.py and
 snapshot.py, because it is the one place that knows all three.

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ralph.errors import PreflightError, RalphError
-from ralph.ids import validate_loop_id
+from ralph.ids import loop_branch, validate_loop_id
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
@@ -258,12 +258,16 @@ class GitWorkspace:
             change.diff = change.diff or "(diff not recorded: change too large)"
         return files
 
-    def commit_iteration(self, message: str) -> str:
-        """Commit everything but memory (even nothing: every iteration gets a sha)."""
+    def commit_iteration(self, message: str) -> str | None:
+        """Commit everything but memory; None when the tree is HEAD's (an attempt that changed
+        nothing gets no empty commit: HEAD is its commit)."""
         head = self._committed_head or self.current_commit()
         self._git.run("add", "-A", "--", ".", self._exclude)  # the user's index mirrors HEAD after
         with self._scratch_index() as env:  # a copy of that index: the work tree is staged
             tree = self._stage_tree(env, memory_from_head=True, head=head, staged=True)
+        if head and tree == self._tree_of(head):
+            self._committed_tree, self._committed_head = tree, head
+            return None
         sha = self._commit_tree(tree, [head] if head else [], message)
         self._git.run("update-ref", "-m", message, "HEAD", sha, head or "")
         # Outside memory the work tree is this tree now: the next iteration's diff base, unless
@@ -329,7 +333,7 @@ class GitWorkspace:
                 f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
                 hint="commit or stash them first, or pass --allow-dirty to keep them in the loop",
             )
-        branch = f"ralph/{loop_id}"
+        branch = loop_branch(loop_id)
         if self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
             raise PreflightError(
                 f"branch {branch} already exists", hint="use `ralph resume` or another --loop-id"
@@ -344,7 +348,7 @@ class GitWorkspace:
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
         head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
-        branch = f"ralph/{loop_id}"
+        branch = loop_branch(loop_id)
         original = self._current_branch()
         saved = (
             self._stash_user_changes(f"{original or head[:12]} when ralph loop {loop_id} started")
@@ -356,7 +360,7 @@ class GitWorkspace:
         base = head
         if dirty:
             note = f"ralph: {loop_id} starting point (uncommitted changes on {original or head})"
-            base = self.commit_iteration(note)
+            base = self.commit_iteration(note) or head
         return GitState(
             branch=branch,
             base_commit=base,

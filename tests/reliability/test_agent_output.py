@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.actors.agents import parse_claude, parse_codex, parse_opencode
+from ralph.actors.agent_output import parse_claude, parse_codex, parse_opencode
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli

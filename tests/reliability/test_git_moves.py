@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
@@ -30,6 +31,10 @@ from .conftest import (
 def iteration_commits(root: Path, branch: str) -> list[str]:
     subjects = git(root, "log", "--format=%s", branch).splitlines()
     return [s for s in subjects if " iteration " in s and "starting point" not in s]
+
+
+def subject(loop_id: str, iteration: int) -> str:
+    return f"ralph({loop_id[-8:]}): iteration {iteration} — tests fail"
 
 
 def on_branch(root: Path, sha: str, branch: str) -> bool:
@@ -52,16 +57,16 @@ def test_a_commit_the_state_does_not_know_is_set_aside_on_resume(
     code, _, err = finish(start(project, *heuristic()))
     assert code == -signal.SIGKILL, err
     loop_id = MemoryStore(project).loop_ids()[0]
-    branch = f"ralph/{loop_id}"
+    branch = loop_branch(loop_id)
     killed = git(project, "rev-parse", branch)
-    assert iteration_commits(project, branch) == [f"ralph: {loop_id} iteration 1 reward 0.75"]
+    assert iteration_commits(project, branch) == [subject(loop_id, 1)]
     resumed = ralph("resume", loop_id, "--json", cwd=project)
     assert resumed.code == 0, resumed.err
     assert "a commit the loop's state does not know" in resumed.err
     subjects = iteration_commits(project, branch)
-    assert [s.split(" reward")[0] for s in subjects] == [
-        f"ralph: {loop_id} iteration 2",
-        f"ralph: {loop_id} iteration 1",
+    assert [s.split(" —")[0] for s in subjects] == [
+        subject(loop_id, 2).split(" —")[0],
+        subject(loop_id, 1).split(" —")[0],
     ]
     assert git(project, "rev-parse", f"refs/ralph/rescue/{loop_id}/1") == killed
     records = assert_invariants(project)
@@ -96,7 +101,7 @@ def test_the_agents_own_git_commands_are_undone_not_fatal(
     assert result.code == 0, result.err
     summary = json.loads(result.out)
     loop_id = summary["loop_id"]
-    branch = f"ralph/{loop_id}"
+    branch = loop_branch(loop_id)
     assert git(project, "symbolic-ref", "--short", "HEAD") == branch
     records = assert_invariants(project)
     second = records[1]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
@@ -44,7 +45,7 @@ def test_two_worktree_loops_run_at_once_and_record_in_the_main_repo(
         worktree = Path(str(state.git and state.git.worktree))
         common = git(project, "rev-parse", "--path-format=absolute", "--git-common-dir")
         assert worktree == Path(common) / "ralph-worktrees" / loop_id
-        assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD") == f"ralph/{loop_id}"
+        assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD") == loop_branch(loop_id)
         assert (worktree / "calc.py").read_text() == "def f(x: int) -> int:\n    return abs(x)\n"
         assert not (worktree / ".aiwg").exists()  # records went to the main repository
         status = json.loads(ralph("status", loop_id, "--json", cwd=project).out)

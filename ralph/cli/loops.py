@@ -1,0 +1,362 @@
+"""One loop from start to end: `init`, `run`, `resume`, `status`, `abort`, `check`, `demo`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ralph import glyphs
+from ralph.cli.common import JsonFlag, console, memory, print_json
+
+# init --------------------------------------------------------------------------------------
+
+
+def init(
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Do not run the detected checks; write them without roles."),
+    ] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive", help="Ask, for each check failing now, whether the loop must fix it."
+        ),
+    ] = False,
+) -> None:
+    """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
+    a check that already fails is written as a guard, one that cannot run is left out."""
+    from dataclasses import replace
+
+    from ralph.config import Role
+    from ralph.evaluators import detect
+
+    store = memory()
+    path = detect.config_path(store, force=force)
+    checks = detect.detect_checks(store.root)
+    out = console()
+    if not checks:
+        detect.write_config(store, path, checks)
+        out.print(f"wrote {path}", markup=False, soft_wrap=True)
+        out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
+        return
+    kept = checks
+    if not no_run:
+        names = ", ".join(c.name for c in checks)
+        out.print(f"running {names} once, to see where the project stands ...", markup=False)
+        with out.status(f"running {names}"):
+            probes = detect.probe_checks(store.root, checks)
+        kept = []
+        for probe in probes:
+            role: Role | None = detect.role_for(probe)
+            if role == "guard" and interactive:
+                question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
+                role = "target" if typer.confirm(question, default=False) else "guard"
+            out.print(f"  {_probe_line(probe, role)}", markup=False)
+            if probe.kept:
+                kept.append(replace(probe.spec, role=role))
+    detect.write_config(store, path, kept)
+    out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    for check in kept:
+        shown = f"  (role: {check.role})" if check.role else ""
+        out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
+    if any(c.role == "guard" for c in kept):
+        out.print(
+            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
+            "file, name it with --check NAME, or run with --strict",
+            markup=False,
+        )
+
+
+def _probe_line(probe: Any, role: str | None) -> str:
+    name = f"{probe.spec.name}:"
+    if not probe.kept:
+        return f"{name} left out, {probe.detail}"
+    if probe.status == "pass":
+        return f"{name} passes; a target (must stay green)"
+    if probe.spec.parser == "pytest":
+        return f"{name} {probe.detail}; those tests are the loop's targets"
+    if role == "target":
+        return f"{name} {probe.detail}; a target: the loop must fix them"
+    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
+
+
+# the loop ------------------------------------------------------------------------------------
+
+ActorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        help="claude, codex, aider, gemini, opencode, cmd:'COMMAND', openai:MODEL, "
+        "anthropic:MODEL, ollama:MODEL, script:FILE, or auto.",
+    ),
+]
+
+ReflectorOpt = Annotated[
+    str | None,
+    typer.Option("--reflector", help="PROVIDER:MODEL or heuristic; default: the actor's model."),
+]
+
+TestOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--test",
+        help="The test command that matters, e.g. 'pytest -q tests/test_x.py': it replaces the "
+        "configured pytest checks (it runs once) and is a target; other checks stay.",
+    ),
+]
+
+CheckOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--check",
+        help="Only these checks, as targets: a configured check's name, pytest, mypy, ruff or "
+        "any shell command; repeatable. Selects, does not add.",
+    ),
+]
+
+DurationOpt = Annotated[str | None, typer.Option(help="Seconds, or 45s, 10m, 2h.")]
+
+
+def _run_flags(**flags: Any) -> dict[str, Any]:
+    """Typer's values -> config keys; flags left at None were not given (config/env win)."""
+    checks = flags.pop("check", None)
+    if checks:
+        flags["checks"] = list(checks)
+    for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet"):
+        if flags.get(key) is False:
+            flags[key] = None
+    if "strict" in flags:
+        flags["success"] = "strict" if flags.pop("strict") else None
+    return flags
+
+
+def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool]:
+    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
+    from ralph import config
+    from ralph.loop import assembly as runner
+
+    settings = config.load(memory(runner.project_root()).root, flags)
+    return as_json or settings.json, quiet or settings.quiet
+
+
+def _finish(result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_json())
+    raise typer.Exit(result.exit_code)
+
+
+def run(
+    task: Annotated[str, typer.Argument(help="What the agent should achieve, in plain words.")],
+    actor: ActorOpt = None,
+    reflector: ReflectorOpt = None,
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Stop after this many attempts (default 5).", min=1)
+    ] = None,
+    omega: Annotated[
+        int | None, typer.Option(help="Reflections in the prompt (0-10; 0: none).", min=0, max=10)
+    ] = None,
+    window_policy: Annotated[
+        str | None,
+        typer.Option(help="Which reflections fill the window: fifo, recency, relevance_weighted."),
+    ] = None,
+    memory_tokens: Annotated[
+        int | None, typer.Option(help="Token budget of the reflections in the prompt.", min=100)
+    ] = None,
+    lessons: Annotated[
+        int | None,
+        typer.Option(help="Lessons of other loops' similar failures (default 3, 0 = off).", min=0),
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="Iterations without improvement before stopping.", min=1)
+    ] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="Stop when this much is spent.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
+    timeout: DurationOpt = None,
+    iteration_timeout: DurationOpt = None,
+    idle_timeout: DurationOpt = None,
+    loop_id: Annotated[str | None, typer.Option(help="Use this loop id.")] = None,
+    no_git: Annotated[
+        bool, typer.Option("--no-git", help="No branch, commits or rollback.")
+    ] = False,
+    allow_dirty: Annotated[
+        bool, typer.Option("--allow-dirty", help="Run on a tree with uncommitted changes.")
+    ] = False,
+    no_rollback: Annotated[
+        bool, typer.Option("--no-rollback", help="Keep a regressed attempt's code.")
+    ] = False,
+    worktree: Annotated[
+        bool,
+        typer.Option(
+            "--worktree", help="Work in a new git worktree, so several loops share one repository."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON result object on stdout.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Every check must pass, also those failing before the loop (default: targets "
+            "must pass and guards must not get worse; see README, Targets and guards).",
+        ),
+    ] = False,
+) -> None:
+    """Run the Reflexion loop on TASK until the checks pass or a limit is reached."""
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
+
+    flags = _run_flags(
+        actor=actor, reflector=reflector, test=test, check=check, max_iterations=max_iterations,
+        omega=omega, window_policy=window_policy, memory_tokens=memory_tokens, lessons=lessons,
+        patience=patience, budget_usd=budget_usd, max_tokens=max_tokens,
+        timeout=timeout, iteration_timeout=iteration_timeout, idle_timeout=idle_timeout,
+        no_git=no_git, allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree,
+        strict=strict,
+    )  # fmt: skip
+    as_json, quiet = _output_mode(flags, as_json, quiet)
+    result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
+    _finish(result, as_json)
+
+
+def resume(
+    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest paused.")] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Raise the iteration limit.", min=1)
+    ] = None,
+    as_json: JsonFlag = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Continue a paused or crashed loop with the memory it had."""
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
+
+    flags = {"max_iterations": max_iterations}
+    _finish(runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet)), as_json)
+
+
+def status(
+    loop: Annotated[str | None, typer.Argument(help="Loop id; default the latest.")] = None,
+    as_json: JsonFlag = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a markdown summary (CI, pull requests).")
+    ] = False,
+) -> None:
+    """Show a loop's state, iteration, rewards and usage."""
+    from ralph.loop import assembly as runner
+
+    if markdown:
+        from ralph.cli.summary import loop_markdown
+
+        store = memory()
+        store.require()
+        sys.stdout.write(loop_markdown(store, loop or store.latest_loop()))
+        return
+    info = runner.loop_status(loop)
+    if as_json:
+        print_json(info)
+        return
+    out = console()
+    best = "-" if info["best_reward"] is None else f"{info['best_reward']:.2f}"
+    cost = info["usage"].get("cost_usd")
+    out.print(f"{info['loop_id']}  {info['status']}", markup=False)
+    out.print(f"  task        {info['task']}", markup=False)
+    out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
+    out.print(f"  rewards     {glyphs.sparkline(info['reward_history'])} {info['reward_history']}")
+    tokens_in, tokens_out = info["usage"].get("tokens_in"), info["usage"].get("tokens_out")
+    tokens = (
+        "tokens unknown"
+        if tokens_in is None and tokens_out is None
+        else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
+    )
+    out.print(f"  usage       {tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}")
+    if info.get("branch"):
+        best = f" (best commit {info['best_commit'][:12]})" if info.get("best_commit") else ""
+        out.print(f"  branch      {info['branch']}{best}", markup=False)
+    if info.get("worktree"):
+        out.print(f"  worktree    {info['worktree']}", markup=False)
+    if info["stop_reason"]:
+        out.print(f"  stopped     {info['stop_reason']}", markup=False)
+
+
+def abort(loop: Annotated[str, typer.Argument(help="Loop id.")]) -> None:
+    """End a loop for good; a running loop is stopped first (it exits with code 4)."""
+    from ralph.loop import assembly as runner
+
+    state, stopped = runner.abort_loop(loop)
+    if stopped:
+        console().print(f"loop {state.loop_id} aborted", markup=False)
+    else:
+        console().print(
+            f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "
+            "aborted before its next attempt (another host or pid namespace cannot be "
+            "signalled)",
+            markup=False,
+        )
+
+
+def check(
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the evaluator_output object.")
+    ] = False,
+) -> None:
+    """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
+    from ralph import config
+    from ralph.evaluators.suite import render_check_report
+    from ralph.loop import assembly as runner
+    from ralph.records import to_json
+
+    root = runner.project_root()
+    settings = config.load(memory(root).root, _run_flags(test=test, check=check))
+    suite = runner.make_evaluator(settings)
+    suite.preflight()
+    evaluation = suite.evaluate(root)
+    if as_json:
+        print_json(to_json(evaluation.output))
+    else:
+        render_check_report(evaluation, console())
+    raise typer.Exit(0 if evaluation.passed else 1)
+
+
+def demo(
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Build the demo repository here and keep it.")
+    ] = None,
+    actor: ActorOpt = None,
+    reflector: ReflectorOpt = None,
+    as_json: JsonFlag = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Run the whole loop offline on a small buggy repository (scripted actor by default); the
+    repository is removed at the end unless --keep names where to build it."""
+    import shutil
+
+    from ralph.cli import demo
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
+
+    repo = demo.prepare(keep)
+    try:
+        out = console(stderr=as_json)
+        who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
+        out.print(f"ralph demo: {demo.TASK}", markup=False)
+        out.print(f"repository {repo}; {who}", markup=False)
+        reporter = ui.make_reporter(quiet=quiet)
+        reporter.next_steps = keep is not None  # no "apply" of a repository about to go
+        flags = demo.flags_for(actor, reflector)
+        result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
+        if not quiet:
+            demo.show_outcome(repo, result.loop_id, out, kept=keep is not None)
+    finally:
+        if keep is None:
+            shutil.rmtree(repo, ignore_errors=True)
+    _finish(result, as_json)

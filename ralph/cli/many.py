@@ -1,0 +1,150 @@
+"""Many loops at once and what they show: `batch`, `bench`, `analyze`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ralph.cli.common import JsonFlag, console, memory, print_json
+from ralph.errors import RalphError
+
+# batch -------------------------------------------------------------------------------------
+
+
+def batch_command(
+    tasks_file: Annotated[
+        Path,
+        typer.Argument(help="YAML list of tasks: task, and name, test, checks, actor, ..."),
+    ],
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue this file's unfinished loops.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object with every loop at the end.")
+    ] = False,
+) -> None:
+    """Run many tasks on this repository, each a loop in a git worktree of its own."""
+    from ralph.cli.batch_view import make_view
+    from ralph.loop import batch
+
+    result = batch.run_batch(tasks_file, jobs=jobs, resume=resume, view=make_view())
+    if as_json:
+        print_json(result.to_json())
+    raise typer.Exit(result.exit_code)
+
+
+def bench_command(
+    tasks_file: Annotated[Path, typer.Argument(help="YAML list of tasks, as for `ralph batch`.")],
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arm",
+            help="NAME=KEY=VALUE,... (omega, lessons, reflector, ...); default: "
+            "reflexion and no-memory (omega=0,lessons=0).",
+        ),
+    ] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of every task in every arm.", min=1)] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue this bench without rerunning finished runs.")
+    ] = False,
+    as_json: JsonFlag = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per arm and k.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the table and success@k chart here.")
+    ] = None,
+) -> None:
+    """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""
+    from ralph.bench import report as bench_report
+    from ralph.bench import runner as bench
+    from ralph.cli.batch_view import make_view
+
+    if as_json and as_csv:
+        raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    _, summary, interrupted = bench.run_bench(
+        tasks_file,
+        arm_specs=arm or [],
+        repeats=repeats,
+        jobs=jobs,
+        resume=resume,
+        view=make_view(),
+    )
+    if html is not None:
+        bench_report.write_html(summary, html)
+    if as_json:
+        print_json(summary)
+    elif as_csv:
+        bench_report.write_csv(summary, sys.stdout)
+    else:
+        from rich.console import Console
+
+        out = console()
+        grid, width = bench_report.table(summary)
+        wide = Console(
+            file=out.file, width=max(out.width, width), no_color=out.no_color, highlight=False
+        )
+        wide.print(grid)
+        out.print(summary["interval"], markup=False)
+    raise typer.Exit(130 if interrupted else 0)
+
+
+# analyze -----------------------------------------------------------------------------------
+
+
+def analyze(
+    loops: Annotated[
+        list[str] | None, typer.Argument(help="Loop ids; default every loop in .aiwg/ralph.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only loops created on or after this date (YYYY-MM-DD).")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(help="Only loops with this status (completed, failed, ...).")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="Only loops whose task contains TEXT.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the analysis as one JSON object.")
+    ] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per iteration.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")
+    ] = None,
+) -> None:
+    """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
+    from ralph.analyze import report as analysis_report
+    from ralph.analyze import stats as analysis
+
+    if as_json and as_csv:
+        raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    from ralph.cli.live import progress_bar
+    from ralph.cli.views import parse_when
+
+    since_date = parse_when(since, "--since")
+    with progress_bar("reading the records") as progress:
+        result = analysis.analyze(
+            memory(),
+            loops,
+            since=since_date,
+            status=status,
+            task=task,
+            progress=progress,
+        )
+    if html is not None:
+        analysis_report.write_html(result, html)
+        console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)
+    if as_json:
+        print_json(analysis.analysis_json(result))
+    elif as_csv:
+        analysis_report.write_csv(result, sys.stdout)
+    elif html is None:
+        analysis_report.render(result, console())

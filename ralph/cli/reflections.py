@@ -1,0 +1,207 @@
+"""`ralph reflections …`, `ralph trace`, `ralph feedback`: reading and judging the memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ralph.cli.common import IterationArg, JsonFlag, LoopArg, console, memory, print_json
+
+reflections_app = typer.Typer(
+    help="Read the episodic memory: list, show, validate and search reflections.",
+    no_args_is_help=True,
+)
+
+
+@reflections_app.command("list")
+def reflections_list(
+    loop: Annotated[str | None, typer.Option("--loop", help="List this loop's iterations.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations."""
+    from ralph.cli import views
+
+    store = memory()
+    store.require()
+    if loop:
+        views.list_iterations(store, loop, console(), as_json=as_json)
+    else:
+        views.list_loops(store, console(), as_json=as_json)
+
+
+@reflections_app.command("show")
+def reflections_show(
+    loop: LoopArg,
+    iteration: IterationArg = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one iteration record: actions, failing checks, the reflection, insights, lessons."""
+    from ralph.cli import views
+
+    store = memory()
+    store.require()
+    views.show_record(store, loop, iteration, console(), as_json=as_json)
+
+
+def trace_command(
+    loop: LoopArg,
+    iteration: IterationArg = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the agent did in an attempt: thought, action, observation per step, as a timeline."""
+    from ralph.cli.trace_view import show_trace
+
+    store = memory()
+    store.require()
+    show_trace(store, loop, iteration, console(), as_json=as_json)
+
+
+@reflections_app.command("validate")
+def reflections_validate(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Files or directories; default all of .aiwg/ralph/reflections."),
+    ] = None,
+) -> None:
+    """Validate records (and state files) against the schemas; exit 1 if any is invalid."""
+    from ralph.cli import views
+
+    store = memory()
+    if not paths:
+        store.require()
+        paths = views.memory_paths(store)
+    raise typer.Exit(views.validate_paths(paths, console()))
+
+
+@reflections_app.command("search")
+def reflections_search(
+    query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'date format slash'.")],
+    category: Annotated[
+        str | None, typer.Option(help="Only this failure category (e.g. edge_case_miss).")
+    ] = None,
+    min_confidence: Annotated[
+        float | None, typer.Option(help="Only reflections this confident (0-1).", min=0, max=1)
+    ] = None,
+    loop: Annotated[str | None, typer.Option("--loop", help="Only this loop.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only records written on or after (YYYY-MM-DD).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only records written on or before (YYYY-MM-DD).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many results.", min=1)] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """Rank reflections of every loop by relevance to QUERY (BM25 over SQLite FTS5)."""
+    from ralph.cli import views
+
+    store = memory()
+    store.require()
+    views.search_reflections(
+        store, query, console(), as_json=as_json, category=category,
+        min_confidence=min_confidence, loop_id=loop, since=since, until=until, limit=limit,
+    )  # fmt: skip
+
+
+@reflections_app.command("obsolete")
+def reflections_obsolete(
+    loop: Annotated[str, typer.Argument(help="Loop id.")],
+    iteration: Annotated[int, typer.Argument(help="Iteration number.", min=0)],
+    undo: Annotated[
+        bool, typer.Option("--undo", help="Clear the mark: its lessons may be injected again.")
+    ] = False,
+) -> None:
+    """Mark a reflection obsolete: its lessons are never again injected into a prompt."""
+    from ralph.cli import views
+
+    store = memory()
+    store.require()
+    views.mark_obsolete(store, loop, iteration, console(), obsolete=not undo)
+
+
+@reflections_app.command("import")
+def reflections_import(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Artifact folders, .zip archives, repositories or their .aiwg/ralph."),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only list what would change.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Merge records from other machines into this memory; importing twice changes nothing."""
+    from ralph.memory import transfer
+
+    report = transfer.import_records(memory(), paths, dry_run=dry_run)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        out = console()
+        for line in report.lines():
+            out.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(1 if report.invalid or report.conflicts or report.skipped else 0)
+
+
+@reflections_app.command("export")
+def reflections_export(
+    loops: Annotated[
+        list[str] | None, typer.Argument(help="Loop ids; default every loop with records.")
+    ] = None,
+    zip_file: Annotated[
+        Path | None, typer.Option("--zip", help="Write one .zip archive here.")
+    ] = None,
+    folder: Annotated[Path | None, typer.Option("--dir", help="Copy into this folder.")] = None,
+    prov: Annotated[
+        bool, typer.Option("--prov", help="Write W3C PROV provenance instead (stdout or -o).")
+    ] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="PROV file.")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="PROV format: json (PROV-JSON) or jsonld.")
+    ] = "json",
+) -> None:
+    """Copy loops' records as <loop>/NNN.json into a .zip or a folder, for another memory;
+    with --prov, where every reflection and lesson came from, as W3C PROV."""
+    if prov or output is not None:
+        from ralph.memory.provenance import write_prov
+
+        write_prov(memory(), loops or [], output=output, fmt=fmt)
+        return
+    from ralph.memory.transfer import export_records
+
+    counts = export_records(memory(), loops or [], zip_path=zip_file, folder=folder)
+    total = sum(n for _, n in counts)
+    where = zip_file if zip_file is not None else folder
+    loops_word = "loop" if len(counts) == 1 else "loops"
+    console(stderr=True).print(
+        f"exported {total} records of {len(counts)} {loops_word} to {where}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def feedback(
+    loop: Annotated[str, typer.Argument(help="Loop id (see `ralph status`).")],
+    accept: Annotated[
+        bool, typer.Option("--accept", help="The work is good: its reflections are confirmed.")
+    ] = False,
+    reject: Annotated[
+        bool, typer.Option("--reject", help="The work is not acceptable: a lesson for later.")
+    ] = False,
+    note: Annotated[
+        str | None, typer.Option("--note", help="Why; later loops with similar failures read it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A person's verdict on a finished loop, kept as memory that later loops learn from."""
+    from ralph.memory.feedback import describe, give_feedback
+
+    store = memory()
+    store.require()
+    data = give_feedback(store, loop, accept=accept, reject=reject, note=note)
+    if as_json:
+        print_json(data)
+    else:
+        console().print(describe(data), markup=False, soft_wrap=True)

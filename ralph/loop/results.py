@@ -1,0 +1,178 @@
+"""A finished loop's work: taken (`ralph apply`) or dropped (`ralph prune`).
+
+Both are implicit feedback (issue 19, memory/feedback.py): applying a loop counts as accepted;
+pruning the branch of a loop that was neither applied nor merged counts as not taken. A person's
+explicit `ralph feedback` always wins over either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ralph.errors import PreflightError, StoreError
+from ralph.ids import validate_loop_id
+from ralph.memory.feedback import read_feedback, record_feedback
+from ralph.memory.store import LoopState, MemoryStore
+from ralph.workspace.branches import Branches
+
+FINISHED = ("completed", "failed", "aborted")
+
+
+@dataclass
+class ApplyOutcome:
+    loop_id: str
+    iteration: int
+    commit: str
+    branch: str
+    files: list[str]
+    conflicts: list[str]
+    accepted: bool  # recorded as implicit feedback
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def apply_loop(
+    store: MemoryStore, loop_id: str, iteration: int | None, cwd: Path | None = None
+) -> ApplyOutcome:
+    """Bring the best (or the chosen) iteration's changes onto the current branch, uncommitted."""
+    state = store.read_state(validate_loop_id(loop_id))
+    status = store.effective_status(state)
+    if status == "running":
+        raise PreflightError(
+            f"loop {loop_id} is still running", hint=f"wait for it, or `ralph abort {loop_id}`"
+        )
+    git = state.git
+    branch = git.branch if git else None
+    if git is None or not branch:
+        raise StoreError(
+            f"loop {loop_id} has no branch to apply",
+            hint="it ran without git, or its checks passed before it started",
+        )
+    commits = git.commits
+    chosen = state.best_iteration if iteration is None else iteration
+    commit = git.commit_of(chosen) if chosen else None
+    if commit is None:
+        have = ", ".join(sorted(commits, key=int)) or "none"
+        raise StoreError(
+            f"loop {loop_id} has no iteration {chosen} to apply"
+            if chosen
+            else f"loop {loop_id} has no iteration yet",
+            hint=f"its iterations: {have}",
+        )
+    assert chosen is not None
+    if commit == git.base_commit:
+        raise StoreError(
+            f"iteration {chosen} of loop {loop_id} changed nothing",
+            hint="choose another with --iteration N (`ralph reflections list --loop LOOP`)",
+        )
+    branches = Branches(cwd or Path.cwd())
+    if branches.rev(commit) is None:
+        raise StoreError(
+            f"the commit of iteration {chosen} ({commit[:12]}) is gone",
+            hint="its branch was deleted (ralph prune?) and git has dropped the commit",
+        )
+    applied = branches.squash(commit, loop_branch=branch)
+    accepted = bool(applied.files) and status in FINISHED
+    if accepted:
+        accepted = record_feedback(store, state.loop_id, "accepted", source="apply") is not None
+    return ApplyOutcome(
+        state.loop_id, chosen, commit, branch, applied.files, applied.conflicts, accepted
+    )
+
+
+@dataclass
+class PruneItem:
+    """One loop's git leftovers, and what prune does with them."""
+
+    loop_id: str
+    status: str
+    updated_at: str
+    branch: str | None = None  # None: gone already
+    branch_commit: str | None = None
+    worktree: str | None = None
+    rescue_refs: list[str] = field(default_factory=list)
+    not_taken: bool = False  # neither applied nor merged: implicit feedback
+    kept: str | None = None  # why it stays, when it does
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.branch or self.worktree or self.rescue_refs)
+
+
+def plan_prune(
+    store: MemoryStore, keep: int, loop_ids: list[str], cwd: Path | None = None
+) -> list[PruneItem]:
+    """What `ralph prune` removes: finished loops' branches, worktrees and rescue refs, all but
+    the `keep` most recent; named loops must be finished (a running loop is refused)."""
+    named = [validate_loop_id(loop_id) for loop_id in loop_ids]
+    running = store.running_loops()
+    states: list[LoopState] = []
+    for loop_id in named:
+        state = store.read_state(loop_id)
+        status = store.effective_status(state, running)
+        if status not in FINISHED:
+            raise PreflightError(
+                f"loop {loop_id} is {status}: prune removes finished loops' branches only",
+                hint=f"let it finish, or `ralph abort {loop_id}` first",
+            )
+        states.append(state)
+    if not named:
+        states = [
+            item.state
+            for item in store.list_loops()
+            if item.state is not None and store.effective_status(item.state, running) in FINISHED
+        ]
+    branches = Branches(cwd or store.root)
+    items = [_item(store, branches, state) for state in states]
+    items = [item for item in items if item.anything]
+    if not named and keep > 0:  # list_loops is oldest first
+        items.sort(key=lambda item: item.updated_at)
+        for item in items[len(items) - keep :]:
+            item.kept = item.kept or f"one of the {keep} most recent (--keep)"
+    return items
+
+
+def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem:
+    git = state.git
+    item = PruneItem(state.loop_id, state.status, state.updated_at)
+    branch = git.branch if git else None
+    if branch:
+        item.branch_commit = branches.rev(f"refs/heads/{branch}")
+        item.branch = branch if item.branch_commit else None
+    worktree = git.worktree if git else None
+    if worktree and Path(worktree).is_dir():
+        item.worktree = worktree
+        changed = branches.worktree_changes(Path(worktree))
+        if changed:
+            item.kept = f"its worktree {worktree} has uncommitted changes ({len(changed)} files)"
+    item.rescue_refs = branches.rescue_refs(state.loop_id)
+    holder = branches.checked_out().get(item.branch or "")
+    if holder is not None and (not worktree or holder.resolve() != Path(worktree).resolve()):
+        item.kept = f"{item.branch} is checked out in {holder} (switch away first)"
+    best = git.commit_of(state.best_iteration) if git and state.best_iteration else None
+    offered = bool(best) and best != (git.base_commit if git else None)  # work to take
+    if item.branch and offered and read_feedback(store, state.loop_id) is None:
+        item.not_taken = not branches.merged_elsewhere(str(best), item.branch)
+    return item
+
+
+def prune(store: MemoryStore, items: list[PruneItem], cwd: Path | None = None) -> None:
+    """Remove what the plan says, in order: worktree, branch, rescue refs; then the feedback."""
+    branches = Branches(cwd or store.root)
+    for item in items:
+        if item.kept:
+            continue
+        if item.worktree:
+            branches.remove_worktree(Path(item.worktree))
+        if item.branch:
+            branches.delete_branch(item.branch)
+        for ref in item.rescue_refs:
+            branches.delete_ref(ref)
+        if item.not_taken:
+            record_feedback(store, item.loop_id, "not_taken", source="prune")

@@ -1,0 +1,113 @@
+"""A finished loop's branch: bring its work onto yours (`ralph apply`), or drop it (`ralph prune`).
+
+`apply` is `git merge --squash` of the chosen iteration's commit: its changes land in your work
+tree and index, uncommitted, and `git commit` then offers a message listing the iterations.
+`prune` deletes a loop's branch, its rescue refs and its worktree; never a record, and never a
+worktree holding changes nobody committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ralph.errors import PreflightError
+from ralph.workspace.base import name_some
+from ralph.workspace.git import Git, GitWorkspace
+from ralph.workspace.locate import find_repo_root, main_worktree
+
+
+@dataclass
+class Applied:
+    files: list[str]
+    conflicts: list[str] = field(default_factory=list)
+
+
+class Branches:
+    """The loop branches of the repository holding `root`."""
+
+    def __init__(self, root: Path) -> None:
+        top = find_repo_root(root)
+        if top is None:
+            raise PreflightError(f"{root} is not inside a git work tree", hint="run it in one")
+        self.top = top
+        self._git = Git(top)
+
+    def rev(self, rev: str) -> str | None:
+        status, out, _ = self._git.run(
+            "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False
+        )
+        return out.decode().strip() if status == 0 else None
+
+    def current_branch(self) -> str | None:
+        status, out, _ = self._git.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
+        return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
+
+    def contains(self, ancestor: str, rev: str) -> bool:
+        return self._git.ok("merge-base", "--is-ancestor", ancestor, rev)
+
+    # apply ------------------------------------------------------------------------------------
+    def squash(self, commit: str, *, loop_branch: str | None) -> Applied:
+        """`git merge --squash COMMIT` onto the current branch of a clean tree."""
+        here = self.current_branch()
+        if loop_branch and here == loop_branch:
+            raise PreflightError(
+                f"{loop_branch} is checked out: apply brings a loop's work onto another branch",
+                hint="switch to the branch the work is for (git switch main), then apply",
+            )
+        dirty = GitWorkspace(self.top).dirty_files()
+        if dirty:
+            raise PreflightError(
+                f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
+                hint="commit or stash them first: apply leaves its changes uncommitted",
+            )
+        # --ff: a `merge.ff = false` setting would make git refuse --squash
+        status, _, err = self._git.run("merge", "--squash", "--ff", commit, check=False)
+        conflicts = self._git.names("diff", "--name-only", "-z", "--diff-filter=U")
+        if status != 0 and not conflicts:
+            first = (err.strip().splitlines() or ["no output"])[0]
+            raise PreflightError(f"git merge --squash failed: {first}", hint="see `git status`")
+        files = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
+        return Applied(files, conflicts)
+
+    # prune ------------------------------------------------------------------------------------
+    def merged_elsewhere(self, commit: str, branch: str) -> bool:
+        """Whether another local branch holds `commit` (the loop's work was merged)."""
+        if self.rev(commit) is None:
+            return False
+        out = self._refs("--contains", commit, "refs/heads/")
+        return any(ref != f"refs/heads/{branch}" for ref in out)
+
+    def _refs(self, *args: str) -> list[str]:
+        return self._git.text("for-each-ref", "--format=%(refname)", *args).splitlines()
+
+    def checked_out(self) -> dict[str, Path]:
+        """Branch -> the worktree that has it checked out (the main one included)."""
+        out = self._git.text("worktree", "list", "--porcelain")
+        found: dict[str, Path] = {}
+        path: Path | None = None
+        for line in out.splitlines():
+            if line.startswith("worktree "):
+                path = Path(line.removeprefix("worktree "))
+            elif line.startswith("branch refs/heads/") and path is not None:
+                found[line.removeprefix("branch refs/heads/")] = path
+        return found
+
+    def rescue_refs(self, loop_id: str) -> list[str]:
+        return self._refs(f"refs/ralph/rescue/{loop_id}/")
+
+    def worktree_changes(self, path: Path) -> list[str]:
+        """What `git worktree remove` would refuse over: changed or untracked files there."""
+        if main_worktree(path) is None:
+            return []
+        status = Git(path).names("status", "--porcelain", "-z", "--untracked-files=normal")
+        return [entry[3:] for entry in status]
+
+    def remove_worktree(self, path: Path) -> None:
+        self._git.run("worktree", "remove", str(path))
+
+    def delete_branch(self, branch: str) -> None:
+        self._git.run("branch", "-D", "-q", branch)
+
+    def delete_ref(self, ref: str) -> None:
+        self._git.run("update-ref", "-d", ref)

@@ -1,0 +1,300 @@
+"""After the loop (issue 17): the final lines, readable commits, `ralph apply`, `ralph prune`, and
+their implicit feedback (issue 19). Real git in temporary repositories, a fake agent script."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ralph.ids import loop_branch
+from ralph.memory.feedback import read_feedback
+from ralph.memory.store import MemoryStore
+
+from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
+
+CALC = "def add(a, b):\n    return a - b\n"
+CHECK = f'{sys.executable} -c "import calc, sys; sys.exit(calc.add(2, 3) != 5)"'
+# iteration 1: a wrong change; 2: nothing at all; 3 and later: the fix
+AGENT = """#!/bin/sh
+case "$RALPH_ITERATION" in
+  1) sed -i 's/a - b/a * b/' calc.py ;;
+  2) echo "looked around, changed nothing" ;;
+  *) sed -i 's/a [-*] b/a + b/' calc.py ;;
+esac
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = make_calc_repo(tmp_path / "repo", calc=CALC, tests="", monkeypatch=monkeypatch)
+    agent = tmp_path / "agent.sh"
+    agent.write_text(AGENT)
+    agent.chmod(0o755)
+    return root
+
+
+def run_loop(ralph: RunCli, repo: Path, *extra: str, task: str = "fix add") -> dict[str, object]:
+    agent = repo.parent / "agent.sh"
+    result = ralph(
+        "run", task, "--actor", f"cmd:{agent}", "--check", CHECK, "--reflector", "heuristic",
+        "--json", *extra, cwd=repo,
+    )  # fmt: skip
+    assert result.code in (0, 1), result.err
+    summary: dict[str, object] = json.loads(result.out)
+    summary["_err"] = result.err
+    return summary
+
+
+def subjects(repo: Path, rev: str) -> list[str]:
+    return git(repo, "log", "--format=%s", f"main..{rev}").splitlines()
+
+
+def test_commits_read_well_and_an_iteration_without_changes_gets_none(
+    ralph: RunCli, repo: Path
+) -> None:
+    summary = run_loop(ralph, repo)
+    loop_id = str(summary["loop_id"])
+    short = loop_id[-8:]
+    branch = loop_branch(loop_id)
+    assert branch == f"ralph/fix-add-{short}" and not branch.startswith("ralph/ralph-")
+    assert summary["branch"] == branch and summary["base_branch"] == "main"
+    assert summary["best_commit"] == git(repo, "rev-parse", branch)
+    assert subjects(repo, branch) == [
+        f"ralph({short}): iteration 3 — {Path(sys.executable).name} pass",
+        f"ralph({short}): iteration 1 — {Path(sys.executable).name} fail",
+    ]  # no commit for iteration 2, which changed nothing
+    first = git(repo, "log", "-1", "--format=%b", f"{branch}~1")
+    assert "Root cause: " in first and "Reward: 0.00" in first and loop_id in first
+    assert "Reward: 1.00 (+1.00)" in git(repo, "log", "-1", "--format=%b", branch)
+    store = MemoryStore(repo)
+    records = store.valid_records(loop_id)
+    assert records[1].notes == "no changes: nothing to commit"
+    assert records[1].ralph is not None and records[1].ralph.git_commit is None
+    state = store.read_state(loop_id)
+    assert state.git is not None
+    first_commit = git(repo, "rev-parse", "HEAD~1")
+    assert state.git.commit_of(2) == state.git.commit_of(1) == first_commit
+
+
+def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo: Path) -> None:
+    summary = run_loop(ralph, repo)
+    loop_id, branch = str(summary["loop_id"]), str(summary["branch"])
+    lines = str(summary["_err"]).splitlines()
+    assert any("iteration 1: root cause: " in line for line in lines)  # not "My attempt ..."
+    tail = lines[lines.index(next(x for x in lines if x.startswith("branch  "))) :]
+    assert tail == [
+        f"branch  {branch} (from main)",
+        f"best    iteration 3, reward 1.00, commit {str(summary['best_commit'])[:12]}",
+        f"review  git diff main...{branch}",
+        f"apply   git switch main && ralph apply {loop_id}",
+        f"        (or git merge --squash {branch})",
+        "drop    ralph prune (removes finished loops' branches, keeps records)",
+    ]
+
+
+def test_the_step_summary_and_status_carry_the_branch(
+    ralph: RunCli, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary_file = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    summary = run_loop(ralph, repo)
+    best = str(summary["best_commit"])
+    assert f"Branch `{summary['branch']}` from `main`, best commit `{best[:12]}`" in (
+        summary_file.read_text()
+    )
+    status = json.loads(ralph("status", str(summary["loop_id"]), "--json", cwd=repo).out)
+    assert (status["branch"], status["base_branch"], status["best_commit"]) == (
+        summary["branch"],
+        "main",
+        best,
+    )
+    markdown = ralph("status", str(summary["loop_id"]), "--markdown", cwd=repo).out
+    assert f"branch `{summary['branch']}` from `main`, best commit `{best[:12]}`" in markdown
+
+
+# -- apply ----------------------------------------------------------------------------------------
+
+
+def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_accepted(
+    ralph: RunCli, repo: Path
+) -> None:
+    summary = run_loop(ralph, repo)
+    loop_id = str(summary["loop_id"])
+    on_loop_branch = ralph("apply", loop_id, cwd=repo)
+    assert on_loop_branch.code == 2 and "is checked out" in on_loop_branch.err
+    git(repo, "switch", "-q", "main")
+    result = ralph("apply", loop_id, cwd=repo)
+    assert result.code == 0, result.err
+    assert "applied iteration 3" in result.out and "calc.py" in result.out
+    assert git(repo, "rev-parse", "HEAD") == git(repo, "rev-parse", "main")  # nothing committed
+    assert git(repo, "diff", "--cached", "--name-only") == "calc.py"
+    assert "a + b" in (repo / "calc.py").read_text()
+    feedback = read_feedback(MemoryStore(repo), loop_id)
+    assert feedback is not None
+    assert (feedback["verdict"], feedback["source"]) == ("accepted", "apply")
+
+
+def test_apply_refuses_a_dirty_tree_and_changes_nothing(ralph: RunCli, repo: Path) -> None:
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    (repo / "notes.txt").write_text("mine\n")
+    before = git(repo, "status", "--porcelain")
+    result = ralph("apply", loop_id, cwd=repo)
+    assert result.code == 2
+    assert result.err.startswith("ralph: error: the working tree has uncommitted changes: notes")
+    assert len(result.err.strip().splitlines()) == 2  # one line and a hint
+    assert git(repo, "status", "--porcelain") == before
+    assert read_feedback(MemoryStore(repo), loop_id) is None
+
+
+def test_apply_a_chosen_iteration_and_refuse_one_that_is_not_there(
+    ralph: RunCli, repo: Path
+) -> None:
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    missing = ralph("apply", loop_id, "--iteration", "7", cwd=repo)
+    assert missing.code == 2 and f"loop {loop_id} has no iteration 7" in missing.err
+    chosen = ralph("apply", loop_id, "--iteration", "1", "--json", cwd=repo)
+    assert chosen.code == 0, chosen.err
+    assert json.loads(chosen.out)["files"] == ["calc.py"]
+    assert "a * b" in (repo / "calc.py").read_text()
+
+
+def test_apply_with_conflicts_says_so_and_exits_1(ralph: RunCli, repo: Path) -> None:
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    (repo / "calc.py").write_text("def add(a, b):\n    return sum([a, b])\n")
+    git(repo, "commit", "-qam", "meanwhile on main")
+    result = ralph("apply", loop_id, cwd=repo)
+    assert result.code == 1
+    assert "conflicts in calc.py" in result.out and "git reset --merge" in result.out
+
+
+# -- prune ----------------------------------------------------------------------------------------
+
+
+def test_prune_removes_finished_branches_keeps_records_and_marks_the_unapplied_not_taken(
+    ralph: RunCli, repo: Path
+) -> None:
+    applied = str(run_loop(ralph, repo, task="fix add one")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", applied, cwd=repo).code == 0
+    git(repo, "reset", "-q", "--hard")
+    dropped = str(run_loop(ralph, repo, task="fix add two")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    store = MemoryStore(repo)
+    records_before = sorted(p.name for p in (store.base / "reflections").rglob("*.json"))
+
+    preview = ralph("prune", "--dry-run", cwd=repo)
+    assert preview.code == 0, preview.err
+    assert f"would remove branch {loop_branch(dropped)}" in preview.out
+    assert f"would remove branch {loop_branch(applied)}" in preview.out
+    assert git(repo, "branch", "--list", "ralph/*").count("ralph/") == 2
+    assert read_feedback(store, dropped) is None
+
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert f"removed branch {loop_branch(dropped)}" in result.out
+    assert f"[{dropped}, completed, not taken]" in result.out
+    assert git(repo, "branch", "--list", "ralph/*") == ""
+    assert sorted(p.name for p in (store.base / "reflections").rglob("*.json")) == records_before
+    not_taken = read_feedback(store, dropped)
+    assert not_taken is not None
+    assert (not_taken["verdict"], not_taken["source"]) == ("not_taken", "prune")
+    kept = read_feedback(store, applied)
+    assert kept is not None and kept["verdict"] == "accepted"  # apply's signal stays
+    assert ralph("prune", cwd=repo).out.strip() == "nothing to prune"
+
+    analysis = json.loads(ralph("analyze", "--json", cwd=repo).out)
+    acceptance = analysis["summary"]["acceptance"]
+    assert (acceptance["accepted"], acceptance["not_taken"]) == (1, 1)
+    assert acceptance["acceptance_rate"] == 0.5
+
+
+def test_prune_keeps_the_most_recent_and_a_checked_out_branch(ralph: RunCli, repo: Path) -> None:
+    older = str(run_loop(ralph, repo, task="fix add one")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    newer = str(run_loop(ralph, repo, task="fix add two")["loop_id"])  # checked out now
+    result = ralph("prune", cwd=repo)
+    assert f"kept {newer}: {loop_branch(newer)} is checked out" in result.out
+    assert f"removed branch {loop_branch(older)}" in result.out
+    git(repo, "switch", "-q", "main")
+    third = str(run_loop(ralph, repo, task="fix add three")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    result = ralph("prune", "--keep", "1", "--json", cwd=repo)
+    items = {item["loop_id"]: item for item in json.loads(result.out)["loops"]}
+    assert items[third]["kept"] == "one of the 1 most recent (--keep)"
+    assert items[newer]["kept"] is None
+    assert git(repo, "branch", "--list", "ralph/*").strip() == loop_branch(third)
+
+
+def test_prune_refuses_a_running_loop_and_changes_nothing(ralph: RunCli, repo: Path) -> None:
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    store = MemoryStore(repo)
+    state = store.read_state(loop_id)
+    state.status = "running"
+    store.write_state(state)
+    with store.lock(loop_id, repo):
+        result = ralph("prune", loop_id, cwd=repo)
+        everything = ralph("prune", cwd=repo)
+    assert result.code == 2 and f"loop {loop_id} is running" in result.err
+    assert everything.out.strip() == "nothing to prune"
+    assert git(repo, "branch", "--list", "ralph/*").strip() == loop_branch(loop_id)
+
+
+def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> None:
+    summary = run_loop(ralph, repo, "--worktree")
+    state = MemoryStore(repo).read_state(str(summary["loop_id"]))
+    assert state.git is not None
+    worktree = Path(str(state.git.worktree))
+    assert worktree.is_dir()
+    assert f"apply   ralph apply {summary['loop_id']}" in str(summary["_err"])  # no switch
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert f"removed worktree {worktree}, branch {summary['branch']}" in result.out
+    assert not worktree.exists()
+    listed = subprocess.run(
+        ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True
+    )
+    assert str(worktree) not in listed.stdout
+
+
+def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:
+    summary = run_loop(ralph, repo)
+    loop_id = str(summary["loop_id"])
+    assert summary["usage"]["tokens_in"] is None  # type: ignore[index]
+    record = json.loads(MemoryStore(repo).record_path(loop_id, 1).read_text())
+    usage = record["ralph"]["usage"]
+    assert "actor_tokens_in" in usage and usage["actor_tokens_in"] is None
+    assert usage["actor_tokens_out"] is None
+    status = ralph("status", loop_id, cwd=repo)
+    assert "usage       tokens unknown, cost unknown" in status.out
+    assert f"branch      {summary['branch']} (best commit " in status.out
+    analysis = json.loads(ralph("analyze", "--json", cwd=repo).out)
+    assert analysis["summary"]["tokens"] is None and analysis["loops"][0]["tokens"] is None
+    assert "tokens unknown" in ralph("analyze", cwd=repo).out
+
+
+def test_a_loop_on_an_old_style_branch_resumes_on_it(ralph: RunCli, repo: Path) -> None:
+    """Loops started before the branch names changed keep `ralph/ralph-…`: their state names it."""
+    summary = run_loop(ralph, repo, "--max-iterations", "1")
+    loop_id = str(summary["loop_id"])
+    old = f"ralph/{loop_id}"
+    git(repo, "branch", "-m", str(summary["branch"]), old)
+    store = MemoryStore(repo)
+    state = store.read_state(loop_id)
+    assert state.git is not None
+    state.git = dataclasses.replace(state.git, branch=old)
+    store.write_state(state)
+    resumed = ralph("resume", loop_id, "--max-iterations", "3", "--json", cwd=repo)
+    assert resumed.code == 0, resumed.err
+    assert json.loads(resumed.out)["branch"] == old
+    assert git(repo, "branch", "--show-current") == old
+    assert subjects(repo, old)[0].startswith(f"ralph({loop_id[-8:]}): iteration 3 — ")

@@ -1,0 +1,163 @@
+"""What a person sees after the loop (issue 17): analyze at 80 columns, the HTML legend,
+summaries that lead with the root cause, whole words in CSV, whole lines in a pipe, and a
+demo that cleans up after itself."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from ralph.analyze.report import headline, legend_label, render, write_csv, write_html
+from ralph.analyze.stats import analyze
+from ralph.memory.state import BaselineSummary
+from ralph.memory.store import LoopState, MemoryStore
+from ralph.records import (
+    ActorOutput,
+    CreditAssignment,
+    EvaluatorOutput,
+    IterationRecord,
+    MemoryMetadata,
+    RalphExtension,
+    SelfReflection,
+    Usage,
+)
+
+from .conftest import EXAMPLE_LOOP, RunCli
+
+WORDY = " ".join(f"word{n}" for n in range(80))  # 550 characters, no line break
+
+
+def record(loop_id: str, iteration: int, reward: float, *, passed: bool = False) -> IterationRecord:
+    return IterationRecord(
+        loop_id=loop_id,
+        iteration=iteration,
+        timestamp=f"2026-03-01T10:{iteration:02d}:00Z",
+        task_description="make the date parser accept every format its tests use",
+        actor_output=ActorOutput(actions=[], rationale="tried"),
+        evaluator_output=EvaluatorOutput(passed, "unit_tests", reward_signal=reward),
+        self_reflection=SelfReflection(
+            reflection_text=f"My attempt did not make the checks pass. {WORDY}",
+            credit_assignment=None
+            if passed
+            else CreditAssignment(
+                root_cause="the parser reads slash dates day first where the tests expect "
+                "month first, and it never handles compact dates",
+                failure_category="incomplete_implementation",
+            ),
+        ),
+        memory_metadata=MemoryMetadata(3, 0),
+        ralph=RalphExtension(usage=Usage(), duration_ms={"actor": 1000}),
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    store = MemoryStore(tmp_path)
+    store.ensure()
+    for n, loop_id in enumerate(
+        ["ralph-make-the-date-parser-accept-every-format-b9b8d2a1", "ralph-fix-add-30f530fd"]
+    ):
+        for i, reward in enumerate([0.25, 0.25, 1.0][: 3 - n], start=1):
+            store.write_record(record(loop_id, i, reward, passed=reward == 1.0))
+        state = LoopState(loop_id, "make the date parser accept every format its tests use")
+        state.status, state.iteration = "completed", 3 - n
+        state.baseline = BaselineSummary(reward=0.0)
+        store.write_state(state)
+    return store
+
+
+def test_analyze_at_80_columns_keeps_words_and_figures_whole_and_labels_them(
+    store: MemoryStore,
+) -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=80, color_system=None)
+    render(analyze(store), console)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "incomplete_implementation" in text  # never incomplete_implementa / tion
+    assert "0.25 → 1.00" in text and "(incomplete_implementation)" in text
+    head = " ".join(lines[:3])
+    for label in ("success rate 50% (1 of 2 green)", "iterations to green: mean 3.0",
+                  "tokens unknown", "cost unknown", "time "):  # fmt: skip
+        assert label in head
+    assert len(headline(analyze(store), 200)) == 1  # one line when there is room
+
+
+def test_the_html_legend_is_under_the_chart_at_a_readable_size(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    analysis = analyze(store)
+    target = tmp_path / "report.html"
+    write_html(analysis, target)
+    page = target.read_text(encoding="utf-8")
+    labels = {loop.loop_id: legend_label(loop) for loop in analysis.loops}
+    # the short id, and the task cut at a word
+    assert labels["ralph-fix-add-30f530fd"] == "30f530fd make the date parser…"
+    for label in labels.values():
+        (style,) = re.findall(
+            rf'<text style="font-size: ([0-9.]+)px[^>]*>{re.escape(label)}<', page
+        )
+        assert float(style) >= 9
+
+
+def test_csv_cuts_text_at_a_word(store: MemoryStore) -> None:
+    buffer = io.StringIO()
+    write_csv(analyze(store), buffer)
+    rows = [r for r in csv.DictReader(io.StringIO(buffer.getvalue())) if r["reflection"]]
+    for row in rows:
+        text = row["reflection"]
+        assert text.endswith("…") and len(text) <= 200
+        assert f"My attempt did not make the checks pass. {WORDY}".startswith(text[:-1] + " ")
+
+
+def test_list_and_search_lead_with_the_root_cause(ralph: RunCli, example_project: Path) -> None:
+    listed = ralph("reflections", "list", "--loop", EXAMPLE_LOOP, cwd=example_project)
+    header, first, *_ = listed.out.splitlines()
+    assert header.split("\t")[-1] == "root cause / reflection"
+    assert first.split("\t")[-1].startswith("Guessed the slash date order")
+    rows = ralph("reflections", "list", "--loop", EXAMPLE_LOOP, "--json", cwd=example_project)
+    assert '"root_cause": "Guessed the slash date order' in rows.out
+    found = ralph("reflections", "search", "slash date", cwd=example_project)
+    assert found.code == 0, found.err
+    summaries = [line.split("\t")[-1] for line in found.out.splitlines()[1:]]
+    assert any(s.startswith("Guessed the slash date order") for s in summaries)
+    assert not any(s.startswith("I assumed every slash-separated") for s in summaries)
+
+
+def test_output_to_a_pipe_is_not_wrapped_at_80_columns(
+    ralph: RunCli, example_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    shown = ralph("reflections", "show", EXAMPLE_LOOP, "1", cwd=example_project)
+    assert shown.code == 0
+    assert any(len(line) > 80 for line in shown.out.splitlines())
+    assert "I assumed every slash-separated date is day-first, but test_us_format" in shown.out
+
+
+def test_demo_removes_its_repository_unless_kept(
+    ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop itself is stubbed: what is tested is the demo's own setup and cleanup."""
+    from ralph.cli import demo
+    from ralph.loop import assembly
+    from ralph.loop.result import LoopResult
+
+    seen: list[Path] = []
+
+    def run_task(task: str, flags: object, reporter: object, *, cwd: Path) -> LoopResult:
+        seen.append(cwd)
+        assert (cwd / "dates" / "parser.py").is_file() and reporter.next_steps is False  # type: ignore[attr-defined]
+        return LoopResult("ralph-demo-1", "completed", "success", 0, 2, 2, 1.0, [0.5, 1.0], {}, "")
+
+    monkeypatch.setattr(assembly, "run_task", run_task)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = ralph("demo", "--quiet", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert seen and not seen[0].exists()
+    assert f"ralph demo: {demo.TASK}\n" in result.out  # whole, not cut at 80 columns
