@@ -162,7 +162,7 @@ class FakeJudge:
         path = cwd / "score.txt"
         score = float(path.read_text()) if path.exists() else 0.1
         status = "pass" if score >= 0.9 else "fail"
-        return CheckOutcome(self.spec, CheckResult("judge", status, 0), score=score)
+        return CheckOutcome(self.spec, CheckResult(self.spec.name, status, 0), score=score)
 
 
 def judged(tmp_path: Path, scores: list[str]) -> Loop:

@@ -199,7 +199,7 @@ class FakeTests:
         status = "fail" if errors else "pass"
         return CheckOutcome(
             spec=self.spec,
-            result=CheckResult("pytest", status, 1 if errors else 0, duration_ms=1),
+            result=CheckResult(self.spec.name, status, 1 if errors else 0, duration_ms=1),
             errors=errors,
             metrics=Metrics(len(passing), len(errors), len(TESTS)),
             score=len(passing) / len(TESTS),
