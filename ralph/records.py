@@ -220,6 +220,13 @@ class Usage:
         return sum(known) if known else None
 
 
+def sum_costs(*parts: float | None) -> float | None:
+    """The one rule for adding money: a sum with an unknown part (None) is unknown, never the
+    sum of the known parts and never 0 (README). A call that was never made is no part."""
+    known = [part for part in parts if part is not None]
+    return round(sum(known), 6) if len(known) == len(parts) else None
+
+
 @dataclass
 class TraceSummary:
     """What the agent did in the attempt, from its trajectory (NNN/trace.jsonl, ralph/trace.py)."""

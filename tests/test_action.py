@@ -258,7 +258,7 @@ def test_the_action_runs_a_loop_and_publishes_its_outcome(workspace: Path, tmp_p
     acts = [json.loads(line) for line in (tmp_path / "agent.log").read_text().splitlines()]
     assert all("--model" in a["argv"] and "claude-test-model" in a["argv"] for a in acts)
     state = MemoryStore(workspace).read_state(loop_id)
-    assert state.settings["iteration_timeout"] == 300 and state.settings["max_iterations"] == 3
+    assert state.settings.iteration_timeout == 300 and state.settings.max_iterations == 3
 
 
 def test_a_loop_that_cannot_start_fails_the_action_with_nothing_to_upload(

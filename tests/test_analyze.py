@@ -22,6 +22,7 @@ from ralph.analyze import cache as index_module
 from ralph.analyze.report import render, write_csv, write_html
 from ralph.analyze.stats import Analysis, analysis_json, analyze, normalise_root_cause
 from ralph.errors import RalphError, StoreError
+from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
@@ -100,11 +101,9 @@ def make_loop(
     for i, reward in enumerate(rewards, start=1):
         extra = {k: v[i - 1] for k, v in overrides.items()}
         store.write_record(record(loop_id, i, reward, passed=i == green_at, task=task, **extra))
-    base: dict[str, Any] | None = None
+    base: BaselineSummary | None = None
     if baseline is not None:
-        base = {"passed": False, "reward": baseline}
-        if baseline_errors is not None:
-            base["error_count"] = baseline_errors
+        base = BaselineSummary(reward=baseline, error_count=baseline_errors or 0)
     state = LoopState(loop_id, task, status=status, iteration=len(rewards), baseline=base)
     state.created_at = created_at
     state.stop_reason = "success" if green_at else "max_iterations"
@@ -385,8 +384,12 @@ def test_running_crashed_and_recordless_loops(store: MemoryStore) -> None:
     state = store.read_state("ralph-dead-1")
     state.pid, state.host = proc.pid, socket.gethostname()
     store.write_state(state)
-    store.write_state(LoopState("ralph-new-1", "just started", baseline={"reward": 0.5}))
-    store.write_state(LoopState("ralph-ok-1", "green", baseline={"passed": True, "reward": 1.0}))
+    store.write_state(
+        LoopState("ralph-new-1", "just started", baseline=BaselineSummary(reward=0.5))
+    )
+    store.write_state(
+        LoopState("ralph-ok-1", "green", baseline=BaselineSummary(passed=True, reward=1.0))
+    )
     # running: their locks are held (one working tree each); the dead one's pid decides nothing
     with store.lock("ralph-new-1", store.root), store.lock("ralph-ok-1", store.root / "wt"):
         out = analysis_json(analyze(store))

@@ -27,6 +27,7 @@ from ralph.evaluators.suite import (
     render_check_report,
     verification_type,
 )
+from ralph.memory.state import BaselineSummary
 from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
 
 from .fakes.processes import alive
@@ -254,7 +255,9 @@ def test_baseline_scales_mypy_and_ruff_and_text_mode_mypy_agrees(broken: Evaluat
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(mypy_module._versions, (prefix, str(broken.root)), ((1, 10), False))
         suite = CheckSuite(SPECS, check_timeout=120)
-        baseline = Baseline.legacy({"check_error_counts": {"tests": 3, "mypy": 6, "ruff": 4}})
+        baseline = Baseline.legacy(
+            BaselineSummary(check_error_counts={"tests": 3, "mypy": 6, "ruff": 4})
+        )
         again = suite.evaluate(broken.root, baseline=baseline)
     assert "--show-column-numbers" in suite.last_logs["mypy"]
     assert " -O json" not in suite.last_logs["mypy"]
@@ -680,7 +683,7 @@ def test_configured_weights_override_the_spec_and_the_default(tmp_path: Path) ->
         FakeCheck(CheckSpec("docs", "make docs", "shell"), 1.0),
     ]
     suite = CheckSuite.from_checks(checks, weights={"docs": 0.0})
-    baseline = Baseline.legacy({"check_error_counts": {"lint": 7}})
+    baseline = Baseline.legacy(BaselineSummary(check_error_counts={"lint": 7}))
     evaluation = suite.evaluate(tmp_path, baseline=baseline)
     assert evaluation.reward == round(0.2 / 3.2, 4)
     assert checks[1].seen_baseline == 7 and checks[0].seen_baseline is None

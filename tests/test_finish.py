@@ -3,6 +3,7 @@ their implicit feedback (issue 19). Real git in temporary repositories, a fake a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -78,7 +79,7 @@ def test_commits_read_well_and_an_iteration_without_changes_gets_none(
     state = store.read_state(loop_id)
     assert state.git is not None
     first_commit = git(repo, "rev-parse", "HEAD~1")
-    assert state.git["commits"]["2"] == state.git["commits"]["1"] == first_commit
+    assert state.git.commit_of(2) == state.git.commit_of(1) == first_commit
 
 
 def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo: Path) -> None:
@@ -252,7 +253,7 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
     summary = run_loop(ralph, repo, "--worktree")
     state = MemoryStore(repo).read_state(str(summary["loop_id"]))
     assert state.git is not None
-    worktree = Path(state.git["worktree"])
+    worktree = Path(str(state.git.worktree))
     assert worktree.is_dir()
     assert f"apply   ralph apply {summary['loop_id']}" in str(summary["_err"])  # no switch
     result = ralph("prune", cwd=repo)
@@ -290,7 +291,7 @@ def test_a_loop_on_an_old_style_branch_resumes_on_it(ralph: RunCli, repo: Path) 
     store = MemoryStore(repo)
     state = store.read_state(loop_id)
     assert state.git is not None
-    state.git["branch"] = old
+    state.git = dataclasses.replace(state.git, branch=old)
     store.write_state(state)
     resumed = ralph("resume", loop_id, "--max-iterations", "3", "--json", cwd=repo)
     assert resumed.code == 0, resumed.err

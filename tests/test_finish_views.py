@@ -13,6 +13,7 @@ import pytest
 
 from ralph.analyze.report import headline, legend_label, render, write_csv, write_html
 from ralph.analyze.stats import analyze
+from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
@@ -63,7 +64,8 @@ def store(tmp_path: Path) -> MemoryStore:
         for i, reward in enumerate([0.25, 0.25, 1.0][: 3 - n], start=1):
             store.write_record(record(loop_id, i, reward, passed=reward == 1.0))
         state = LoopState(loop_id, "make the date parser accept every format its tests use")
-        state.status, state.iteration, state.baseline = "completed", 3 - n, {"reward": 0.0}
+        state.status, state.iteration = "completed", 3 - n
+        state.baseline = BaselineSummary(reward=0.0)
         store.write_state(state)
     return store
 
@@ -144,7 +146,7 @@ def test_demo_removes_its_repository_unless_kept(
     """The loop itself is stubbed: what is tested is the demo's own setup and cleanup."""
     from ralph.cli import demo
     from ralph.loop import assembly
-    from ralph.loop.runner import LoopResult
+    from ralph.loop.result import LoopResult
 
     seen: list[Path] = []
 

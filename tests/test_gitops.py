@@ -9,15 +9,11 @@ import pytest
 
 from ralph.errors import PreflightError, RalphError
 from ralph.ids import loop_branch
-from ralph.workspace.git import (
-    DIFF_CAP,
-    ChangeSet,
-    FileChange,
-    GitWorkspace,
-    SnapshotWorkspace,
-    open_workspace,
-)
+from ralph.workspace import open_workspace
+from ralph.workspace.base import DIFF_CAP, ChangeSet, FileChange
+from ralph.workspace.git import GitWorkspace
 from ralph.workspace.locate import find_repo_root
+from ralph.workspace.snapshot import SnapshotWorkspace
 
 LOOP = "ralph-fix-tests-0123abcd"
 A_PY = "def add(a, b):\n    return a - b\n\n\nprint(add(1, 2))\n"
@@ -109,9 +105,9 @@ def test_fresh_repository_without_commits_is_refused_with_a_hint(tmp_path: Path)
 def test_start_loop_creates_and_checks_out_the_loop_branch(repo: Path) -> None:
     head = git(repo, "rev-parse", "HEAD")
     state = GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
-    assert state["branch"] == loop_branch(LOOP)
-    assert state["base_commit"] == head
-    assert state["original_branch"] == "main"
+    assert state.branch == loop_branch(LOOP)
+    assert state.base_commit == head
+    assert state.original_branch == "main"
     assert git(repo, "branch", "--show-current") == loop_branch(LOOP)
     with pytest.raises(PreflightError, match="already exists"):
         GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
@@ -280,12 +276,12 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
     write(repo, "b.py", B_PY + "USER = True\n")
     workspace = GitWorkspace(repo)
     state = workspace.start_loop(LOOP, allow_dirty=True)
-    assert state["base_commit"] != state["original_commit"]
+    assert state.base_commit != state.original_commit
     write(repo, "notes.txt", "overwritten by the agent\n")
     write(repo, "agent.py", "made by the agent\n")
     workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.10")
 
-    workspace.restore(state["base_commit"])
+    workspace.restore(state.base_commit)
 
     assert (repo / "notes.txt").read_text() == "the user's own notes\n"
     assert (repo / "b.py").read_text() == B_PY + "USER = True\n"
@@ -294,7 +290,7 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
 
 def test_restore_refuses_to_overwrite_uncommitted_changes(repo: Path) -> None:
     workspace = GitWorkspace(repo)
-    base = workspace.start_loop(LOOP, allow_dirty=False)["base_commit"]
+    base = workspace.start_loop(LOOP, allow_dirty=False).base_commit
     write(repo, "a.py", "unsaved\n")
     with pytest.raises(RalphError, match="uncommitted"):
         workspace.restore(base)
@@ -336,15 +332,15 @@ def test_resume_checks_out_the_loop_branch_and_keeps_memory_bytes(repo: Path) ->
     workspace = GitWorkspace(repo)
     state = workspace.start_loop(LOOP, allow_dirty=False)
     write(repo, "a.py", "loop work\n")
-    workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.50")
+    state = state.committed(1, workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.50"))
     git(repo, "checkout", "-q", "main")
     write(repo, ".aiwg/ralph/reflections/other/001.json", '{"kept": true}\n')
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "user commits memory on main")
 
-    GitWorkspace(repo).resume_loop(state)
+    assert GitWorkspace(repo).resume_loop(state, LOOP, 1) == []
 
-    assert git(repo, "branch", "--show-current") == state["branch"]
+    assert git(repo, "branch", "--show-current") == state.branch
     assert (repo / "a.py").read_text() == "loop work\n"
     memory = repo / ".aiwg/ralph/reflections/other/001.json"
     assert memory.read_text() == '{"kept": true}\n'
@@ -356,7 +352,7 @@ def test_resume_refuses_to_switch_over_uncommitted_changes(repo: Path) -> None:
     git(repo, "checkout", "-q", "main")
     write(repo, "b.py", "user edit on main\n")
     with pytest.raises(PreflightError, match=r"b\.py"):
-        workspace.resume_loop(state)
+        workspace.resume_loop(state, LOOP, 0)
     assert git(repo, "branch", "--show-current") == "main"
 
 

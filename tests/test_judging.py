@@ -16,6 +16,7 @@ from ralph.evaluators.judging import (
     judge_check,
     make_baseline,
 )
+from ralph.memory.state import BaselineSummary
 from ralph.records import CheckResult, CheckStatus, Diagnostic, EvaluatorOutput, IterationRecord
 
 PYTEST = CheckSpec("tests", "pytest", "pytest")
@@ -191,7 +192,7 @@ def test_baseline_round_trips_through_json_and_old_loops_are_judged_strictly() -
     )
     again = Baseline.from_json(base.to_json())
     assert again == base
-    legacy = Baseline.legacy({"passed": False, "reward": 0.2, "check_error_counts": {"mypy": 3}})
+    legacy = Baseline.legacy(BaselineSummary(reward=0.2, check_error_counts={"mypy": 3}))
     assert legacy.success == "strict" and legacy.checks["mypy"].role == "target"
 
 

@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 
-from ralph.cli.live import SilentReporter
-from ralph.config import Settings
-from ralph.loop.runner import LoopRunner
+from ralph.loop.guard import MemoryGuard
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
     ActorOutput,
@@ -46,13 +44,7 @@ def test_a_resumed_loop_reads_its_intact_records_once_not_every_iteration(
     state = LoopState(loop_id=LOOP, task="t", iteration=5)
     first_run.write_state(state)
     # A resumed run: its store wrote none of these files, so it must look at them once.
-    runner = LoopRunner(
-        Settings(),
-        MemoryStore(tmp_path),
-        parts=None,  # type: ignore[arg-type]  # restoring the memory needs no actor or checks
-        reporter=SilentReporter(),
-        records=records,
-    )
+    guard = MemoryGuard(MemoryStore(tmp_path))
     reads: list[str] = []
     real = Path.read_text
 
@@ -61,13 +53,13 @@ def test_a_resumed_loop_reads_its_intact_records_once_not_every_iteration(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", counting)
-    runner._restore_memory(state)
+    guard.restore(records)
     assert sorted(reads) == [f"00{i}.json" for i in range(1, 6)]
     reads.clear()
     for _ in range(3):  # the following iterations: a stat each, no read
-        runner._restore_memory(state)
+        guard.restore(records)
     assert reads == []
     (tmp_path / ".aiwg/ralph/reflections" / LOOP / "003.json").write_text("{}")
-    runner._restore_memory(state)  # an actor's edit is still seen and undone
+    assert guard.restore(records) == ["003.json"]  # an actor's edit is still seen and undone
     assert reads == ["003.json"]
     assert MemoryStore(tmp_path).read_record(LOOP, 3).to_json() == records[2].to_json()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.config import Settings
 from ralph.memory import provenance
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
@@ -56,7 +57,7 @@ def store(tmp_path: Path) -> MemoryStore:
     store = MemoryStore(tmp_path)
     store.ensure()
     state = LoopState(
-        A, "fix the sign", settings={"actor": "claude", "actor_args": ["--model", "opus"]}
+        A, "fix the sign", settings=Settings(actor="claude", actor_args=["--model", "opus"])
     )
     store.write_state(state)
     store.write_record(record(A, 1))

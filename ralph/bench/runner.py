@@ -30,6 +30,7 @@ from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
+from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
@@ -187,7 +188,7 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
             if record.evaluator_output.passed:
                 green_at = record.iteration
                 break
-    usage = state.usage if state else {}
+    usage = state.usage if state else Totals()
     return Run(
         task=entry.task.name,
         arm=entry.arm,
@@ -195,9 +196,9 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         loop_id=entry.loop_id,
         green_at=green_at,
         iterations=state.iteration if state else 0,
-        tokens=int(usage.get("tokens_in") or 0) + int(usage.get("tokens_out") or 0),
-        cost_usd=usage.get("cost_usd"),
-        wall_seconds=float(usage.get("wall_seconds", 0.0)),
+        tokens=usage.tokens,
+        cost_usd=usage.cost_usd,
+        wall_seconds=usage.wall_seconds,
         status=store.effective_status(state) if state else "not started",
     )
 

@@ -230,7 +230,7 @@ def show_outcome(root: Path, loop_id: str, console: Any, *, kept: bool = True) -
         console.rule(f"iteration {record.iteration}")
         views.render_record(record, console)
     state = store.read_state(loop_id)
-    rewards = [float((state.baseline or {}).get("reward", 0.0)), *state.reward_history]
+    rewards = [state.baseline.reward if state.baseline else 0.0, *state.reward_history]
     console.rule("learning curve")
     console.print(
         f"reward  {glyphs.sparkline(rewards)}  "

@@ -242,7 +242,8 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
 
 def _git_rows(settings: Any, root: Path) -> list[Row]:
     from ralph import process
-    from ralph.workspace.git import GitWorkspace, name_some
+    from ralph.workspace.base import name_some
+    from ralph.workspace.git import GitWorkspace
     from ralph.workspace.locate import find_repo_root
 
     if settings.no_git:

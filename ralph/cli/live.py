@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ralph.evaluators.base import CheckOutcome, Evaluation
     from ralph.loop.policy import Decision
-    from ralph.loop.runner import LoopResult
+    from ralph.loop.result import LoopResult
     from ralph.memory.store import LoopState
     from ralph.records import IterationRecord
 
@@ -70,7 +70,7 @@ class PlainReporter:
             self.stream.flush()
 
     def loop_started(self, state: LoopState, resumed: bool) -> None:
-        self.max_iterations = int(state.settings.get("max_iterations", 0))
+        self.max_iterations = state.settings.max_iterations
         verb = "resumed" if resumed else "started"
         self.line(f"loop {state.loop_id} {verb}: {state.task}")
 

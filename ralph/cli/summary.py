@@ -20,7 +20,7 @@ def _cell(text: str | None, width: int = 160) -> str:
 
 def _branch(state: LoopState) -> str:
     """` · branch `ralph/…` from `main`, best commit `abc…``: where the work is."""
-    from ralph.loop.runner import git_outcome
+    from ralph.loop.result import git_outcome
 
     git = git_outcome(state)
     if not git["branch"]:
@@ -41,7 +41,7 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
         raise StoreError(f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows loops")
     task = state.task if state else next((r.task_description for r in records), None)
     rewards = [r.evaluator_output.reward_signal or 0.0 for r in records]
-    baseline = (state.baseline or {}).get("reward") if state else None
+    baseline = state.baseline.reward if state and state.baseline else None
     curve = ([baseline] if baseline is not None else []) + rewards
     if state is not None:
         status, stop = store.effective_status(state), state.stop_reason

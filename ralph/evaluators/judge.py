@@ -236,7 +236,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def loop_diff(cwd: Path, base: str | None, limit: int = DIFF_CHARS) -> str:
     """Tracked changes since `base` and new files' contents, ralph's memory left out; capped."""
-    from ralph.workspace.git import cap_diff
+    from ralph.workspace.base import cap_diff
 
     if base is None:
         return ""

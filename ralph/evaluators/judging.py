@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ralph.memory.state import BaselineSummary
 from ralph.records import BEST_FAILING_REWARD
 
 if TYPE_CHECKING:
@@ -87,17 +88,17 @@ class Baseline:
     def named(self, role: Role) -> list[str]:
         return [name for name, c in self.checks.items() if c.role == role]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> BaselineSummary:
         """What state.json keeps (small); `to_json` is the whole of it, for baseline.json."""
-        return {
-            "passed": self.passed,
-            "reward": self.reward,
-            "error_count": self.error_count,
-            "error_fingerprint": self.fingerprint,
-            "success": self.success,
-            "roles": self.roles(),
-            "check_error_counts": {n: c.error_count for n, c in self.checks.items()},
-        }
+        return BaselineSummary(
+            passed=self.passed,
+            reward=self.reward,
+            error_count=self.error_count,
+            error_fingerprint=self.fingerprint,
+            success=self.success,
+            roles=self.roles(),
+            check_error_counts={n: c.error_count for n, c in self.checks.items()},
+        )
 
     def to_json(self) -> dict[str, Any]:
         checks = []
@@ -114,7 +115,7 @@ class Baseline:
             if c.passing is not None:
                 item["passing"] = list(c.passing)
             checks.append(item)
-        return {**self.summary(), "checks": checks}
+        return {**self.summary().to_json(), "checks": checks}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Baseline:
@@ -141,22 +142,30 @@ class Baseline:
         )
 
     @classmethod
-    def stored(cls, data: dict[str, Any] | None, summary: dict[str, Any] | None) -> Baseline | None:
+    def stored(
+        cls, data: Mapping[str, Any] | None, summary: BaselineSummary | None
+    ) -> Baseline | None:
         """The loop's baseline from its file; a loop from before roles existed is judged
         strictly from the state's summary."""
         if data is not None:
             return cls.from_json(data)
-        return cls.legacy(summary) if summary else None
+        return cls.legacy(summary) if summary is not None else None
 
     @classmethod
-    def legacy(cls, summary: Mapping[str, Any]) -> Baseline:
+    def legacy(cls, summary: BaselineSummary) -> Baseline:
         """A loop started before roles existed: every check a target, as it was then."""
-        counts = summary.get("check_error_counts") or {}
-        checks = [
-            {"name": name, "role": "target", "status": "fail", "error_count": n}
-            for name, n in counts.items()
-        ]
-        return cls.from_json({**summary, "success": "strict", "checks": checks})
+        checks = {
+            name: CheckBaseline(name, "command", "target", "fail", n)
+            for name, n in summary.check_error_counts.items()
+        }
+        return cls(
+            success="strict",
+            checks=checks,
+            passed=summary.passed,
+            reward=summary.reward,
+            error_count=summary.error_count,
+            fingerprint=summary.error_fingerprint,
+        )
 
 
 @dataclass

@@ -17,14 +17,9 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
-from ralph.loop.runner import (
-    ABORTED_MESSAGE,
-    LoopResult,
-    LoopRunner,
-    Parts,
-    Reporter,
-    git_outcome,
-)
+from ralph.loop.result import ABORTED_MESSAGE, LoopResult, git_outcome
+from ralph.loop.runner import LoopRunner
+from ralph.loop.steps import Parts, Reporter
 from ralph.memory.locks import same_process
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
@@ -67,7 +62,7 @@ def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[
 
 def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
     from ralph.actors.registry import make_actor
-    from ralph.workspace.git import open_workspace
+    from ralph.workspace import open_workspace
 
     env = os.environ if environ is None else environ
     actor = make_actor(
@@ -137,20 +132,11 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
         state = store.read_state(loop_id)
         state.status, state.stop_reason = "aborted", "aborted by user"
         store.write_state(state)
-        result = LoopResult(
-            loop_id=loop_id,
-            status="aborted",
-            stop_reason="aborted by user",
-            exit_code=EXIT_ABORTED,
-            iterations=state.iteration,
-            best_iteration=state.best_iteration,
-            best_reward=state.best_reward,
-            reward_history=list(state.reward_history),
-            usage=dict(state.usage),
+        result = LoopResult.of(
+            state,
+            EXIT_ABORTED,
+            ABORTED_MESSAGE,
             reflections_dir=str(store.reflections_dir(loop_id)),
-            message=ABORTED_MESSAGE,
-            baseline_reward=(state.baseline or {}).get("reward"),
-            **git_outcome(state),
         )
         reporter.loop_finished(result)
         return result
@@ -193,7 +179,9 @@ def _run_in_worktree(
     parts: Parts | None,
 ) -> LoopResult:
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
-    from ralph.workspace.git import GitWorkspace, add_worktree, name_some, remove_worktree
+    from ralph.workspace.base import name_some
+    from ralph.workspace.git import GitWorkspace
+    from ralph.workspace.worktree import add_worktree, remove_worktree
 
     if settings.no_git:
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
@@ -222,9 +210,11 @@ def _run_in_worktree(
 
 def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
     """An already-green loop's state no longer names the worktree just removed."""
+    from ralph.workspace.base import GitState
+
     with contextlib.suppress(StoreError):
         state = store.read_state(loop_id)
-        if state.git and set(state.git) == {"worktree"}:
+        if state.git is not None and state.git == GitState(worktree=state.git.worktree):
             state.git = None
             store.write_state(state)
 
@@ -248,7 +238,7 @@ def resume_task(
     ):
         state.status, state.stop_reason = "aborted", "aborted by user"
         store.write_state(state)
-    snapshot = dict(state.settings)
+    snapshot = state.settings.snapshot()
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
@@ -258,7 +248,7 @@ def resume_task(
 
 def loop_workdir(state: LoopState, home: Path) -> Path:
     """The working tree a loop works in: its worktree if it has one, else the main tree."""
-    worktree = (state.git or {}).get("worktree")
+    worktree = state.git.worktree if state.git else None
     if not worktree:
         return home
     path = Path(worktree)
@@ -336,12 +326,12 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "status": store.effective_status(state),
         "stop_reason": state.stop_reason,
         "iteration": state.iteration,
-        "max_iterations": state.settings.get("max_iterations"),
+        "max_iterations": state.settings.max_iterations,
         "best_iteration": state.best_iteration,
         "best_reward": state.best_reward,
-        "baseline_reward": (state.baseline or {}).get("reward"),
+        "baseline_reward": state.baseline.reward if state.baseline else None,
         "reward_history": state.reward_history,
-        "usage": state.usage,
+        "usage": state.usage.to_json(),
         **git_outcome(state),  # branch, base_branch, best_commit, worktree
         "created_at": state.created_at,
         "updated_at": state.updated_at,

@@ -192,8 +192,8 @@ class Entry:
         moved = state.iteration != self.iteration
         self.iteration, self.best_reward = state.iteration, state.best_reward
         self.rewards, self.stop_reason = list(state.reward_history), state.stop_reason
-        self.branch = (state.git or {}).get("branch")
-        self.worktree = (state.git or {}).get("worktree")
+        self.branch = state.git.branch if state.git else None
+        self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
         return moved
 
@@ -434,7 +434,8 @@ def run_batch(
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
-    from ralph.workspace.git import GitWorkspace, name_some
+    from ralph.workspace.base import name_some
+    from ralph.workspace.git import GitWorkspace
 
     with contextlib.suppress(Exception):
         dirty = GitWorkspace(root).dirty_files()

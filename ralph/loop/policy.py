@@ -18,8 +18,13 @@ instruction: change the approach rather than retry the same idea.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ralph.memory.state import BaselineSummary
+    from ralph.records import IterationRecord
 
 Action = Literal["continue", "success", "limit", "stalled", "budget", "diminishing", "degraded"]
 MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
@@ -33,6 +38,25 @@ class Attempt:
     reward: float
     passed: bool
     fingerprint: str
+
+
+def attempts(records: Sequence[IterationRecord]) -> list[Attempt]:
+    return [
+        Attempt(
+            r.iteration,
+            r.reward,
+            r.evaluator_output.passed,
+            (r.ralph.error_fingerprint or "") if r.ralph else "",
+        )
+        for r in records
+    ]
+
+
+def baseline_attempt(summary: BaselineSummary | None) -> Attempt | None:
+    """The untouched tree as attempt 0."""
+    if summary is None:
+        return None
+    return Attempt(0, summary.reward, summary.passed, summary.error_fingerprint)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ralph import config
 from ralph.errors import ConfigError
 from ralph.ids import new_loop_id
+from ralph.loop import steps
 from ralph.loop.assembly import build_parts, project_root
-from ralph.loop.runner import LoopRunner
 from ralph.memory.store import MemoryStore
 from ralph.redact import redact
 from ralph.templates import render
@@ -64,19 +64,6 @@ class Preview:
         }
 
 
-class _Notes:
-    """A Reporter that keeps the notes (a lesson lookup that failed, say) and shows nothing."""
-
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def note(self, message: str) -> None:
-        self.notes.append(message)
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
-
-
 def preview_run(
     task: str,
     flags: dict[str, Any],
@@ -99,22 +86,18 @@ def preview_run(
     parts.actor.preflight()
     loop_id = new_loop_id(task)
     notes = []
-    if parts.workspace.is_git:
-        parts.workspace.preflight_loop(  # type: ignore[attr-defined]
-            loop_id, allow_dirty=settings.allow_dirty
-        )
+    parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty)
     if settings.worktree:
         notes.append("--worktree: the loop would work in a new worktree at HEAD")
     suite: Any = parts.evaluator  # a CheckSuite: it reports each check as it finishes
     evaluation: Evaluation = suite.evaluate_baseline(
         root, named=settings.named(), success=settings.success, on_done=on_done
     )
-    reporter = _Notes()
     command = describe_actor(parts.actor)
     if evaluation.passed:
         return Preview(task, parts.actor.name, command, None, evaluation, notes)
-    runner = LoopRunner(settings, MemoryStore(home), parts, reporter)
-    lessons = runner._lessons(loop_id, evaluation)  # the runner's own lookup, not a copy
+    # the runner's own lookup, not a copy
+    lessons = steps.lessons(MemoryStore(home), loop_id, evaluation, settings.lessons, notes.append)
     context = prompts.actor_prompt_context(
         task=task,
         iteration=1,
@@ -127,4 +110,4 @@ def preview_run(
     )
     prompt = render("actor", context, project_root=home)
     shown = prompt_as_sent(parts.actor, prompt, root)
-    return Preview(task, parts.actor.name, command, shown, evaluation, notes + reporter.notes)
+    return Preview(task, parts.actor.name, command, shown, evaluation, notes)

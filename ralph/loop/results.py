@@ -44,16 +44,16 @@ def apply_loop(
         raise PreflightError(
             f"loop {loop_id} is still running", hint=f"wait for it, or `ralph abort {loop_id}`"
         )
-    git = state.git or {}
-    branch = git.get("branch")
-    if not branch:
+    git = state.git
+    branch = git.branch if git else None
+    if git is None or not branch:
         raise StoreError(
             f"loop {loop_id} has no branch to apply",
             hint="it ran without git, or its checks passed before it started",
         )
-    commits: dict[str, str] = git.get("commits") or {}
+    commits = git.commits
     chosen = state.best_iteration if iteration is None else iteration
-    commit = commits.get(str(chosen)) if chosen else None
+    commit = git.commit_of(chosen) if chosen else None
     if commit is None:
         have = ", ".join(sorted(commits, key=int)) or "none"
         raise StoreError(
@@ -63,7 +63,7 @@ def apply_loop(
             hint=f"its iterations: {have}",
         )
     assert chosen is not None
-    if commit == git.get("base_commit"):
+    if commit == git.base_commit:
         raise StoreError(
             f"iteration {chosen} of loop {loop_id} changed nothing",
             hint="choose another with --iteration N (`ralph reflections list --loop LOOP`)",
@@ -139,13 +139,13 @@ def plan_prune(
 
 
 def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem:
-    git = state.git or {}
+    git = state.git
     item = PruneItem(state.loop_id, state.status, state.updated_at)
-    branch = git.get("branch")
+    branch = git.branch if git else None
     if branch:
         item.branch_commit = branches.rev(f"refs/heads/{branch}")
         item.branch = branch if item.branch_commit else None
-    worktree = git.get("worktree")
+    worktree = git.worktree if git else None
     if worktree and Path(worktree).is_dir():
         item.worktree = worktree
         changed = branches.worktree_changes(Path(worktree))
@@ -155,8 +155,8 @@ def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem
     holder = branches.checked_out().get(item.branch or "")
     if holder is not None and (not worktree or holder.resolve() != Path(worktree).resolve()):
         item.kept = f"{item.branch} is checked out in {holder} (switch away first)"
-    best = (git.get("commits") or {}).get(str(state.best_iteration or ""))
-    offered = bool(best) and best != git.get("base_commit")  # there was work to take
+    best = git.commit_of(state.best_iteration) if git and state.best_iteration else None
+    offered = bool(best) and best != (git.base_commit if git else None)  # work to take
     if item.branch and offered and read_feedback(store, state.loop_id) is None:
         item.not_taken = not branches.merged_elsewhere(str(best), item.branch)
     return item

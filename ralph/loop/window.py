@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ralph.errors import ConfigError
-from ralph.records import CreditAssignment, Diagnostic, IterationRecord
+from ralph.records import CreditAssignment, Diagnostic, IterationRecord, WindowPolicy
 from ralph.templates import TRUNCATION_MARKER, estimate_tokens
 
 OMEGA_BY_VERIFICATION: dict[str, int] = {
@@ -38,7 +38,7 @@ OMEGA_BY_VERIFICATION: dict[str, int] = {
 }
 DEFAULT_OMEGA = 3
 OMEGA_MIN, OMEGA_MAX = 0, 10  # 0: no reflections at all (`ralph bench`'s no-memory arm)
-POLICIES = ("fifo", "recency", "relevance_weighted")
+POLICIES: tuple[WindowPolicy, ...] = ("fifo", "recency", "relevance_weighted")
 MIN_TRUNCATED_TOKENS = 16  # below this a truncated reflection says nothing useful
 
 
@@ -52,6 +52,14 @@ def omega_for(verification_type: str, override: int | None) -> int:
             )
         return override
     return OMEGA_BY_VERIFICATION.get(verification_type, DEFAULT_OMEGA)
+
+
+def window_policy(name: str) -> WindowPolicy:
+    """`name` as a window policy; a ConfigError names the ones there are."""
+    for policy in POLICIES:
+        if policy == name:
+            return policy
+    raise ConfigError(f"unknown window policy {name!r}", hint=f"use one of: {', '.join(POLICIES)}")
 
 
 def rendered_fields(record: IterationRecord) -> list[str]:
@@ -80,10 +88,7 @@ def select_window(
     current_errors: Sequence[Diagnostic] = (),
 ) -> list[IterationRecord]:
     """The reflections for the next prompt: at most Ω, within the budget, oldest first."""
-    if policy not in POLICIES:
-        raise ConfigError(
-            f"unknown window policy {policy!r}", hint=f"use one of: {', '.join(POLICIES)}"
-        )
+    window_policy(policy)
     candidates = _candidates(records)
     if omega < 1 or token_budget < 1 or not candidates:
         return []

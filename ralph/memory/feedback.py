@@ -72,7 +72,7 @@ def record_feedback(
         "timestamp": utc_now(),
         "task": state.task,
         "loop_status": state.stop_reason or state.status,
-        "fingerprint": (state.baseline or {}).get("error_fingerprint"),
+        "fingerprint": state.baseline.error_fingerprint if state.baseline else None,
         "failure": failure_rows(store, loop_id),
     }
     problems = schemas.errors(SCHEMA, data)

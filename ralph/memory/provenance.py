@@ -10,6 +10,7 @@ validates it, in the tests): no runtime dependency for an export format.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -261,10 +262,9 @@ def export(store: MemoryStore, loop_ids: Sequence[str]) -> dict[str, Any]:
             raise StoreError(
                 f"loop {loop_id} has no records", hint="`ralph reflections list` shows the loops"
             )
-        try:
-            settings = store.read_state(loop_id).settings
-        except StoreError:
-            settings = {}  # imported records come without their state
+        settings: dict[str, Any] = {}  # imported records come without their state
+        with contextlib.suppress(StoreError):
+            settings = store.read_state(loop_id).settings.snapshot()
         add_loop(doc, loop_id, records, settings)
     if not ids:
         raise StoreError("no records to export", hint="`ralph reflections list` shows the loops")

@@ -11,14 +11,13 @@ import contextlib
 import json
 import os
 import re
-import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ralph import schemas
-from ralph.errors import LoopAborted, StoreError
+from ralph.errors import LoopAborted, RalphError, StoreError
 from ralph.files import (
     AIWG_DIR,
     atomic_write_json,
@@ -29,7 +28,8 @@ from ralph.files import (
 )
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.locks import acquire, lock_path, process_identity, read_holder
-from ralph.records import IterationRecord, from_json, to_json, utc_now
+from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
+from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
 
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
@@ -39,29 +39,6 @@ GITIGNORE = (
 )
 MAX_CANDIDATES = 8  # an ambiguous loop id prefix names at most this many loops
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
-
-
-@dataclass
-class LoopState:
-    """`loops/<id>/state.json` (DESIGN.md section 5)."""
-
-    loop_id: str
-    task: str
-    status: str = "running"
-    created_at: str = field(default_factory=utc_now)
-    updated_at: str = field(default_factory=utc_now)
-    iteration: int = 0
-    best_iteration: int | None = None
-    best_reward: float | None = None
-    reward_history: list[float] = field(default_factory=list)
-    baseline: dict[str, Any] | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    git: dict[str, Any] | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str | None = None
-    pid: int | None = None
-    host: str | None = None
-    schema_version: str = "1.0"
 
 
 @dataclass
@@ -253,7 +230,7 @@ class MemoryStore:
 
     def write_state(self, state: LoopState) -> None:
         state.updated_at = utc_now()
-        data = redact_data(to_json(state))
+        data = redact_data(state.to_json())
         problems = schemas.errors(schemas.LOOP_STATE, data)
         if problems:
             raise StoreError(f"refusing to write an invalid loop state: {problems[0]}")
@@ -374,15 +351,6 @@ class MemoryStore:
         alive = self.running_loops() if running is None else running
         return "running" if state.loop_id in alive else "crashed"
 
-    def claim(self, state: LoopState, workdir: Path) -> None:
-        """Mark `state` running in this process and save it: called with the lock held, before
-        anything (the baseline checks first) starts a process `resume` may have to stop."""
-        state.status, state.stop_reason = "running", None
-        state.pid, state.host = os.getpid(), socket.gethostname()
-        if workdir.resolve() != self.root and not state.git:
-            state.git = {"worktree": str(workdir)}  # so `resume` finds a --worktree loop
-        self.write_state(state)
-
     def abort_path(self, loop_id: str) -> Path:
         return self.loop_dir(loop_id) / "abort-requested"
 
@@ -439,4 +407,8 @@ def parse_state(path: Path) -> LoopState:
     problems = schemas.errors(schemas.LOOP_STATE, data)
     if problems:
         raise StoreError(f"{path}: invalid loop state: {problems[0]}")
-    return from_json(LoopState, data)
+    try:
+        return LoopState.from_json(data)
+    except (RalphError, TypeError, ValueError, KeyError) as exc:  # say, settings it cannot read
+        why = exc.message if isinstance(exc, RalphError) else str(exc)
+        raise StoreError(f"{path}: invalid loop state: {why}") from None

@@ -24,6 +24,7 @@ from ralph.records import (
     IterationRecord,
     ReflectionSource,
     SelfReflection,
+    sum_costs,
 )
 from ralph.redact import redact
 from ralph.reflection.context import reflection_prompt_context
@@ -51,6 +52,7 @@ class ReflectionOutcome:
     tokens_out: int | None = None
     cost_usd: float | None = None  # None when any call's cost is unknown, never 0 for unknown
     error: str | None = None  # why the LLM reflection was not used, one line
+    calls: int = 0  # answers the model gave (their cost is the reflection's)
 
 
 class Reflector:
@@ -120,7 +122,7 @@ class Reflector:
         usage: _UsageSum,
     ) -> ReflectionOutcome:
         flags = quality_flags(reflection, evaluation)
-        return ReflectionOutcome(reflection, source, flags, *usage.totals())
+        return usage.outcome(reflection, source, flags, None)
 
     def _heuristic(
         self,
@@ -133,30 +135,36 @@ class Reflector:
     ) -> ReflectionOutcome:
         reflection = heuristic_reflection(evaluation, actor_output, earlier, trajectory)
         flags = quality_flags(reflection, evaluation)
-        return ReflectionOutcome(reflection, "heuristic", flags, *usage.totals(), error=error)
+        return usage.outcome(reflection, "heuristic", flags, error)
 
 
 class _UsageSum:
-    """Tokens and cost over the (at most two) calls; cost unknown if any call's cost is."""
+    """Tokens and cost over the (at most two) calls; cost unknown if any call's cost is
+    (`records.sum_costs`), and None without any call."""
 
     def __init__(self) -> None:
         self.tokens_in: int | None = None
         self.tokens_out: int | None = None
-        self.cost: float | None = None
-        self.cost_unknown = False
+        self.costs: list[float | None] = []
 
     def add(self, response: ChatResponse) -> None:
         if response.tokens_in is not None:
             self.tokens_in = (self.tokens_in or 0) + response.tokens_in
         if response.tokens_out is not None:
             self.tokens_out = (self.tokens_out or 0) + response.tokens_out
-        if response.cost_usd is None:
-            self.cost_unknown = True
-        else:
-            self.cost = (self.cost or 0.0) + response.cost_usd
+        self.costs.append(response.cost_usd)
 
-    def totals(self) -> tuple[int | None, int | None, float | None]:
-        return self.tokens_in, self.tokens_out, None if self.cost_unknown else self.cost
+    def outcome(
+        self,
+        reflection: SelfReflection,
+        source: ReflectionSource,
+        flags: list[str],
+        error: str | None,
+    ) -> ReflectionOutcome:
+        cost = sum_costs(*self.costs) if self.costs else None
+        return ReflectionOutcome(
+            reflection, source, flags, self.tokens_in, self.tokens_out, cost, error, len(self.costs)
+        )
 
 
 # --- parsing the model's answer ----------------------------------------------------------------

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.errors import PreflightError
-from ralph.workspace.git import GitWorkspace, _Git, name_some
+from ralph.workspace.base import name_some
+from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
 
 
@@ -30,7 +31,7 @@ class Branches:
         if top is None:
             raise PreflightError(f"{root} is not inside a git work tree", hint="run it in one")
         self.top = top
-        self._git = _Git(top)
+        self._git = Git(top)
 
     def rev(self, rev: str) -> str | None:
         status, out, _ = self._git.run(
@@ -99,7 +100,7 @@ class Branches:
         """What `git worktree remove` would refuse over: changed or untracked files there."""
         if main_worktree(path) is None:
             return []
-        status = _Git(path).names("status", "--porcelain", "-z", "--untracked-files=normal")
+        status = Git(path).names("status", "--porcelain", "-z", "--untracked-files=normal")
         return [entry[3:] for entry in status]
 
     def remove_worktree(self, path: Path) -> None:

@@ -2,197 +2,32 @@
 
 Everything here protects user work: no `git clean`, no hard reset, nothing under `.aiwg/ralph/`
 is ever committed or checked out (memory survives rollbacks), and diffs and commits are built in
-a temporary index so the user's own index is left alone. Without git a file snapshot gives the
-same `changes()`, so the loop records what the actor really did either way.
+a temporary index so the user's own index is left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
-import hashlib
 import os
 import re
 import shutil
 import tempfile
-import time
-import zlib
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Protocol
 
 from ralph.errors import PreflightError, RalphError
 from ralph.ids import loop_branch, validate_loop_id
-from ralph.records import Action, ActionType, Changes, TotalChanges
-from ralph.redact import redact
-from ralph.workspace.locate import find_repo_root, main_worktree
+from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
+from ralph.workspace.locate import find_repo_root
 
-DIFF_CAP = 4000  # characters of diff kept per action in a record
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
 PATCH_MAX_LINES = 20_000  # a file changing more lines than this is counted but not diffed
-SNAPSHOT_MAX_BYTES = 1 << 20  # larger files are hashed, not kept for diffing
-RACY_NS = 2_000_000_000  # a file touched this close to a snapshot is compared by content
-SKIP_NAMES = frozenset(
-    {".git", ".aiwg", "__pycache__", ".venv", "venv", "node_modules"}
-    | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
-)
 DEFAULT_IDENTITY = {"NAME": "ralph", "EMAIL": "ralph@localhost"}
 
-ChangeKind = Literal["modified", "created", "deleted"]
-ACTION_TYPES: dict[str, ActionType] = {
-    "modified": "code_modification",
-    "created": "file_creation",
-    "deleted": "file_deletion",
-}
 
-
-@dataclass
-class FileChange:
-    path: str
-    kind: ChangeKind
-    additions: int
-    deletions: int
-    diff: str
-
-
-class ChangeSet:
-    """What an attempt changed, file by file.
-
-    A git workspace computes the diffs in a background thread while the checks run (they read
-    two fixed trees, nothing the checks can touch); reading `files` waits for them.
-    """
-
-    def __init__(
-        self,
-        files: list[FileChange] | None = None,
-        *,
-        pending: Future[list[FileChange]] | None = None,
-        git_moves: list[str] | None = None,
-    ) -> None:
-        self._files = files
-        self._pending = pending
-        # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
-        self.git_moves: list[str] = git_moves or []
-
-    @property
-    def files(self) -> list[FileChange]:
-        if self._files is None:
-            self._files = self._pending.result() if self._pending is not None else []
-        return self._files
-
-    def actions(self) -> list[Action]:
-        """One record action per file; diffs capped and redacted before they reach disk."""
-        return [
-            Action(
-                type=ACTION_TYPES[f.kind],
-                description=f"{f.kind} {shown(f.path)} (+{f.additions} -{f.deletions})",
-                file_path=shown(f.path),
-                changes=Changes(f.additions, f.deletions, cap_diff(redact(f.diff))),
-            )
-            for f in self.files
-        ]
-
-    def total(self) -> TotalChanges:
-        return TotalChanges(
-            files_changed=len(self.files),
-            lines_added=sum(f.additions for f in self.files),
-            lines_deleted=sum(f.deletions for f in self.files),
-        )
-
-    def paths(self) -> list[str]:
-        """The changed paths as text for records and prompts (see `shown`)."""
-        return [shown(f.path) for f in self.files]
-
-    def summary(self) -> str:
-        if not self.files:
-            return "no changes"
-        t = self.total()
-        noun = "file" if t.files_changed == 1 else "files"
-        head = f"{t.files_changed} {noun} changed, +{t.lines_added} -{t.lines_deleted}"
-        return f"{head}: {name_some(self.paths(), 5)}"
-
-
-class Workspace(Protocol):
-    """What the loop needs from the project directory, with or without git."""
-
-    root: Path
-    is_git: bool
-
-    def begin_iteration(self) -> None: ...
-    def changes(self) -> ChangeSet: ...
-    def commit_iteration(self, message: str) -> str | None: ...
-    def restore(self, commit: str) -> None: ...
-    def current_commit(self) -> str | None: ...
-
-
-def shown(path: str) -> str:
-    """A path as valid UTF-8 text: a file name that is not UTF-8 (kept exactly, with surrogate
-    escapes, for git) gets U+FFFD for its undecodable bytes, so records can always be written."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
-    if len(diff) <= cap:
-        return diff
-    return diff[:cap] + f"\n[... diff truncated: {len(diff) - cap} more characters]"
-
-
-def name_some(paths: list[str], limit: int) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f", ... (+{len(paths) - limit} more)" if len(paths) > limit else "")
-
-
-WORKTREES_DIR = "ralph-worktrees"  # under the git dir: see add_worktree
-
-
-def add_worktree(root: Path, loop_id: str) -> Path:
-    """A new worktree for `loop_id` at HEAD (detached; the loop then makes its branch there).
-
-    It lives under the repository's git dir, `.git/ralph-worktrees/<loop-id>`: not inside the
-    main working tree, where every pytest, ruff, mypy or `git status` run there would walk into
-    a second copy of the project, and not beside the repository, where ralph may not be allowed
-    to write and where copies would outlive the repository. Git itself keeps its worktree
-    bookkeeping in that same directory.
-    """
-    validate_loop_id(loop_id)
-    top = find_repo_root(root)
-    if top is None:
-        raise PreflightError(
-            "--worktree needs a git repository", hint="run inside one, or drop --worktree"
-        )
-    git = _Git(top)
-    if not git.ok("rev-parse", "-q", "--verify", "HEAD^{commit}"):
-        raise PreflightError(
-            "the git repository has no commits yet",
-            hint="commit something first (git commit --allow-empty -m init)",
-        )
-    common = Path(git.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
-    path = common / WORKTREES_DIR / loop_id
-    if path.exists():
-        raise PreflightError(f"worktree {path} exists already", hint="use another --loop-id")
-    git.run("worktree", "add", "-q", "--detach", str(path), "HEAD")
-    return path
-
-
-def remove_worktree(path: Path, *, force: bool = False) -> bool:
-    """`git worktree remove` (refuses a tree with changes unless `force`); True when gone."""
-    top = main_worktree(path)
-    if top is None:
-        return False
-    args = ["worktree", "remove", *(["--force"] if force else []), str(path)]
-    return _Git(top).run(*args, check=False)[0] == 0
-
-
-def open_workspace(root: Path, *, use_git: bool = True) -> Workspace:
-    if use_git and find_repo_root(root) is not None:
-        return GitWorkspace(root)
-    return SnapshotWorkspace(root)
-
-
-class _Git:
+class Git:
     """Runs git through GitPython in one work tree; failures become one-line RalphErrors."""
 
     def __init__(self, toplevel: Path) -> None:
@@ -248,7 +83,7 @@ class GitWorkspace:
         top = find_repo_root(self.root)
         if top is None:
             raise PreflightError(f"{root} is not inside a git work tree", hint="use --no-git")
-        self._git = _Git(top)
+        self._git = Git(top)
         self._git.env.update(self._identity_env())
         memory = Path(os.path.relpath(self.root / ".aiwg" / "ralph", top)).as_posix()
         self._memory = f":(literal){memory}"
@@ -479,8 +314,12 @@ class GitWorkspace:
 
     # -- loop lifecycle ------------------------------------------------------------------------
 
-    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> tuple[str, list[str]]:
-        """Refuse what would stop `start_loop`, before any check runs; HEAD and dirty paths."""
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> None:
+        """Refuse what would stop `start_loop`, before any check runs."""
+        self._preflight(loop_id, allow_dirty=allow_dirty)
+
+    def _preflight(self, loop_id: str, *, allow_dirty: bool) -> tuple[str, list[str]]:
+        """HEAD and the dirty paths, once nothing stands in the loop's way."""
         validate_loop_id(loop_id)
         head = self.current_commit()
         if head is None:
@@ -501,14 +340,14 @@ class GitWorkspace:
             )
         return head, dirty
 
-    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> dict[str, Any]:
-        """Create and check out `ralph/<loop-id>`; returns the state's `git` object.
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> GitState:
+        """Create and check out `ralph/<loop-id>`; returns what the state keeps of it.
 
         With `allow_dirty`, the user's uncommitted work is recorded as a first "starting point"
         commit on the loop branch (the tree itself is untouched) and becomes `base_commit`, so
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
-        head, dirty = self.preflight_loop(loop_id, allow_dirty=allow_dirty)
+        head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
         branch = loop_branch(loop_id)
         original = self._current_branch()
         saved = (
@@ -522,15 +361,13 @@ class GitWorkspace:
         if dirty:
             note = f"ralph: {loop_id} starting point (uncommitted changes on {original or head})"
             base = self.commit_iteration(note) or head
-        state = {
-            "branch": branch,
-            "base_commit": base,
-            "original_branch": original,
-            "original_commit": head,
-        }
-        if saved:
-            state["user_changes"] = saved
-        return state
+        return GitState(
+            branch=branch,
+            base_commit=base,
+            original_branch=original,
+            original_commit=head,
+            user_changes=saved,
+        )
 
     def _stash_user_changes(self, where: str) -> str:
         """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
@@ -560,9 +397,8 @@ class GitWorkspace:
         self._git.run("stash", "store", "-m", message, stash)
         return stash
 
-    def resume_loop(self, git_state: Mapping[str, Any]) -> None:
+    def _checkout_loop_branch(self, branch: str) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
-        branch = str(git_state.get("branch") or "")
         self._refuse_stale_locks(branch)
         if not branch or self._current_branch() == branch:
             return
@@ -595,7 +431,7 @@ class GitWorkspace:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
 
-    def recover(self, git_state: Mapping[str, Any], loop_id: str, iteration: int) -> list[str]:
+    def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
         """Before a resumed loop goes on: its branch checked out, exactly at the commit of the
         state's last iteration, the tree clean; returns what was done, one note each.
 
@@ -604,14 +440,13 @@ class GitWorkspace:
         `refs/ralph/rescue/<loop>/<n>` (n: the iteration done again) and cleared: the branch is
         reset to the state's commit, so iteration n is done once, from where the state says.
         """
-        branch = str(git_state.get("branch") or "")
-        commits = git_state.get("commits") or {}
-        expected = commits.get(str(iteration)) if iteration else None
-        expected = expected or git_state.get("base_commit")
-        if not branch or not expected or self._rev(str(expected)) is None:
-            self.resume_loop(git_state)
+        if git is None:  # a loop that never had a branch (started outside git)
             return []
-        expected = str(expected)
+        branch = git.branch or ""
+        expected = git.commit_of(iteration) or git.base_commit
+        if not branch or not expected or self._rev(expected) is None:
+            self._checkout_loop_branch(branch)
+            return []
         notes = []
         self._refuse_stale_locks(branch)
         if self._rev(f"refs/heads/{branch}") is None:  # deleted: the state knows where it was
@@ -623,7 +458,7 @@ class GitWorkspace:
                 expected,
             )
             notes.append(f"the loop branch {branch} was gone: recreated at {expected[:12]}")
-        self.resume_loop(git_state)
+        self._checkout_loop_branch(branch)
         self._branch = branch
         rescued = self.rescue(loop_id, iteration + 1)
         if rescued:
@@ -704,19 +539,6 @@ class GitWorkspace:
         return ref
 
 
-def user_changes_note(git_state: Mapping[str, Any]) -> str | None:
-    """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
-    stash = git_state.get("user_changes")
-    if not stash:
-        return None
-    where = git_state.get("original_branch") or "your branch"
-    return (
-        f"your uncommitted changes are in the loop's starting point, and saved as they were "
-        f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
-        f"`git stash apply --index {str(stash)[:12]}` brings them back"
-    )
-
-
 @functools.cache
 def _background() -> ThreadPoolExecutor:
     """One worker for diffs that run while the checks do (threads die with the process)."""
@@ -737,106 +559,3 @@ def _read_or_none(path: Path) -> bytes | None:
         return path.read_bytes() if path.is_file() else None
     except OSError:
         return None
-
-
-# -- without git -------------------------------------------------------------------------------
-
-
-@dataclass
-class _FileState:
-    size: int
-    mtime_ns: int
-    digest: str
-    content: bytes | None  # zlib-compressed; None when too large to keep
-
-
-class SnapshotWorkspace:
-    """Outside git: hash every file at the start of an iteration and diff against that."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self.is_git = False
-        self._base: dict[str, _FileState] = {}
-        self._taken_ns = 0
-
-    def begin_iteration(self) -> None:
-        now = time.time_ns()
-        self._base = self._scan(self._base, self._taken_ns)
-        self._taken_ns = now
-
-    def changes(self) -> ChangeSet:
-        current = self._scan(self._base, self._taken_ns)
-        files: list[FileChange] = []
-        for path in sorted(self._base.keys() | current.keys()):
-            old, new = self._base.get(path), current.get(path)
-            if old is not None and new is not None and old.digest == new.digest:
-                continue
-            kind: ChangeKind = (
-                "created" if old is None else "deleted" if new is None else "modified"
-            )
-            files.append(_text_change(path, kind, old, new))
-        return ChangeSet(files)
-
-    def commit_iteration(self, message: str) -> str | None:
-        return None
-
-    def restore(self, commit: str) -> None:
-        raise RalphError("rollback needs git", hint="run ralph inside a git repository")
-
-    def current_commit(self) -> str | None:
-        return None
-
-    def _scan(self, previous: dict[str, _FileState], taken_ns: int) -> dict[str, _FileState]:
-        """Reuse an entry when size and mtime match and it was not touched near the snapshot."""
-        states: dict[str, _FileState] = {}
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
-            for name in filenames:
-                if name in SKIP_NAMES or name.endswith(".pyc"):
-                    continue
-                full = os.path.join(dirpath, name)
-                rel = Path(os.path.relpath(full, self.root)).as_posix()
-                try:
-                    st = os.lstat(full)
-                    prev = previous.get(rel)
-                    if (
-                        prev is not None
-                        and (prev.size, prev.mtime_ns) == (st.st_size, st.st_mtime_ns)
-                        and st.st_mtime_ns < taken_ns - RACY_NS
-                    ):
-                        states[rel] = prev
-                        continue
-                    data = os.readlink(full).encode() if os.path.islink(full) else _read(full)
-                except OSError:  # vanished or unreadable: not ours to report
-                    continue
-                kept = zlib.compress(data, 1) if len(data) <= SNAPSHOT_MAX_BYTES else None
-                digest = hashlib.sha256(data).hexdigest()
-                states[rel] = _FileState(st.st_size, st.st_mtime_ns, digest, kept)
-        return states
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def _text_change(
-    path: str, kind: ChangeKind, old: _FileState | None, new: _FileState | None
-) -> FileChange:
-    if any(s is not None and s.content is None for s in (old, new)):
-        return FileChange(path, kind, 0, 0, "(file too large to diff)")
-    before, after = (zlib.decompress(s.content) if s and s.content else b"" for s in (old, new))
-    if b"\0" in before[:8192] or b"\0" in after[:8192]:
-        return FileChange(path, kind, 0, 0, "binary file")
-    lines = list(
-        difflib.unified_diff(
-            before.decode("utf-8", "replace").splitlines(),
-            after.decode("utf-8", "replace").splitlines(),
-            "/dev/null" if old is None else f"a/{path}",
-            "/dev/null" if new is None else f"b/{path}",
-            lineterm="",
-        )
-    )
-    added = sum(1 for line in lines[2:] if line.startswith("+"))
-    deleted = sum(1 for line in lines[2:] if line.startswith("-"))
-    return FileChange(path, kind, added, deleted, "\n".join(lines))

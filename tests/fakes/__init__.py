@@ -1,4 +1,5 @@
-"""Test doubles that run for real: a local provider HTTP server (and other fakes beside it)."""
+"""Test doubles: a local provider HTTP server, fake agent CLIs on a temporary PATH (agents/),
+and in-process fakes of the loop's seams (loop.py)."""
 
 from tests.fakes.provider_server import (
     FAKE_ANTHROPIC_KEY,

@@ -238,15 +238,15 @@ def assert_invariants(root: Path, *, finished: bool = True) -> list[dict[str, An
                 pytest.approx(r) for r in state.reward_history
             ]
         if state.git and finished:
-            workdir = Path(state.git.get("worktree") or root)
-            for n, sha in state.git.get("commits", {}).items():
+            workdir = Path(state.git.worktree or root)
+            for n, sha in state.git.commits.items():
                 assert git(workdir, "cat-file", "-t", sha) == "commit"
                 record = mine[int(n) - 1]
                 if "git_commit" not in record["ralph"]:  # it changed nothing: HEAD holds it
                     assert "no changes: nothing to commit" in record["notes"]
                     continue
                 assert record["ralph"]["git_commit"] == sha
-            tracked = git(workdir, "ls-tree", "-r", "--name-only", state.git["branch"])
+            tracked = git(workdir, "ls-tree", "-r", "--name-only", str(state.git.branch))
             assert ".aiwg/" not in tracked
         records += mine
     for name, text in USER_FILES.items():

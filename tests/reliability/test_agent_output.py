@@ -91,6 +91,7 @@ def test_no_writer_puts_a_non_finite_number_on_disk(tmp_path: Path) -> None:
     """The last line of defence: `allow_nan=False`, a one-line error, the old file kept."""
     from ralph.errors import StoreError
     from ralph.files import atomic_write_json
+    from ralph.memory.state import Totals
     from ralph.memory.store import LoopState
 
     target = tmp_path / "x.json"
@@ -99,7 +100,7 @@ def test_no_writer_puts_a_non_finite_number_on_disk(tmp_path: Path) -> None:
         atomic_write_json(target, {"cost": float("nan")})
     assert json.loads(target.read_text()) == {"cost": 1.0}
     store = MemoryStore(tmp_path)
-    state = LoopState("ralph-nan-1", "task", usage={"cost_usd": float("inf")})
+    state = LoopState("ralph-nan-1", "task", usage=Totals(cost_usd=float("inf")))
     with pytest.raises(StoreError):
         store.write_state(state)
     assert not store.state_path("ralph-nan-1").exists()

@@ -111,10 +111,10 @@ def test_the_agents_own_git_commands_are_undone_not_fatal(
     assert all("actor_moved_git" not in r["ralph"]["quality_flags"] for r in records[::2])
     state = MemoryStore(project).read_state(loop_id)
     assert state.git is not None
-    for sha in state.git["commits"].values():
+    for sha in state.git.commits.values():
         assert on_branch(project, sha, branch), "the state names a commit off the branch"
     assert len(iteration_commits(project, branch)) == summary["iterations"] == 3
-    assert git(project, "rev-parse", "main") == state.git["original_commit"]
+    assert git(project, "rev-parse", "main") == state.git.original_commit
 
 
 def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(

@@ -42,7 +42,7 @@ def test_two_worktree_loops_run_at_once_and_record_in_the_main_repo(
     assert store.loop_ids() == sorted(ids)
     for loop_id in ids:
         state = store.read_state(loop_id)
-        worktree = Path(state.git["worktree"])  # type: ignore[index]
+        worktree = Path(str(state.git and state.git.worktree))
         common = git(project, "rev-parse", "--path-format=absolute", "--git-common-dir")
         assert worktree == Path(common) / "ralph-worktrees" / loop_id
         assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD") == loop_branch(loop_id)
@@ -64,7 +64,7 @@ def test_worktree_loop_resumes_from_inside_its_worktree(ralph: RunCli, project: 
     result = ralph(*heuristic("--worktree", "--max-iterations", "1"), cwd=project)
     assert result.code == 1, result.err
     loop_id = json.loads(result.out)["loop_id"]
-    worktree = Path(MemoryStore(project).read_state(loop_id).git["worktree"])  # type: ignore[index]
+    worktree = Path(str(MemoryStore(project).read_state(loop_id).git.worktree))  # type: ignore[union-attr]
     resumed = ralph("resume", loop_id, "--max-iterations", "2", "--json", cwd=worktree)
     assert resumed.code == 0, resumed.err
     assert json.loads(resumed.out)["reward_history"] == [0.75, 1.0]
@@ -97,7 +97,7 @@ def test_worktree_loop_killed_then_resumed_from_the_main_tree(ralph: RunCli, pro
     code, _, err = finish(start(project, *heuristic("--worktree")))
     assert code == -signal.SIGKILL, err
     loop_id = MemoryStore(project).loop_ids()[0]
-    worktree = Path(MemoryStore(project).read_state(loop_id).git["worktree"])  # type: ignore[index]
+    worktree = Path(str(MemoryStore(project).read_state(loop_id).git.worktree))  # type: ignore[union-attr]
     assert json.loads(ralph("status", loop_id, "--json", cwd=project).out)["status"] == "crashed"
 
     plan(project, {"default": write("full")})

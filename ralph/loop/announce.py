@@ -1,0 +1,70 @@
+"""What the loop says once the baseline is judged: checks that cannot run, what must end green
+and what must only not get worse, and why a loop with nothing to do ends at once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ralph.evaluators.base import CheckOutcome, Evaluation
+    from ralph.evaluators.judging import Baseline
+
+
+def baseline_notes(baseline: Baseline, evaluation: Evaluation) -> list[str]:
+    """Warnings for checks that could not run, then the roles, one note each."""
+    return [*_broken_checks(evaluation), *_roles(baseline, evaluation)]
+
+
+def _broken_checks(evaluation: Evaluation) -> list[str]:
+    """A check that cannot run at all (status error, not fail) is usually misconfigured; an
+    agent may still make it run, so this is a warning, not a refusal."""
+    notes = []
+    for outcome in evaluation.outcomes:
+        if outcome.result.status != "error":
+            continue
+        first = next(iter(outcome.errors), None)
+        why = first.message.splitlines()[0][:200] if first and first.message else "no output"
+        notes.append(
+            f"warning: check {outcome.spec.name!r} could not run on the untouched tree "
+            f"({why}); see `ralph check`"
+        )
+    return notes
+
+
+def _roles(baseline: Baseline, evaluation: Evaluation) -> list[str]:
+    """What must end green and what must only not get worse."""
+    if baseline.success == "strict":
+        return ["--strict: every check must pass"]
+    notes, targets = [], []
+    for outcome in evaluation.outcomes:
+        check = baseline.checks.get(outcome.spec.name)
+        if check is None:
+            continue
+        if check.role == "target":
+            failing = "" if outcome.passed else f": {_failing_units(outcome)} to fix"
+            targets.append(f"{check.name}{failing}")
+        elif not outcome.passed:
+            notes.append(f"guard {check.name}: {check.why}")
+    if targets:
+        notes.append(f"targets (must end green): {', '.join(targets)}")
+    return notes
+
+
+def _failing_units(outcome: CheckOutcome) -> str:
+    """`3 failing tests`, `12 findings` or `failing`: what a target must fix, counted."""
+    if outcome.spec.parser == "pytest":
+        n = sum(1 for e in outcome.errors if e.type == "test_failure") or outcome.error_count
+        return f"{n} failing test{'s' if n != 1 else ''}"
+    n = outcome.error_count
+    return f"{n} finding{'s' if n != 1 else ''}" if n else "failing"
+
+
+def green_message(evaluation: Evaluation) -> str:
+    """Why a loop ends before it starts; names the guards that fail, which are not the task."""
+    failing = [o.spec.name for o in evaluation.outcomes if not o.passed]
+    if not failing:
+        return "all checks already pass"
+    return (
+        f"no target fails: {', '.join(failing)} failed before the loop and only must not get "
+        "worse; name the check to work on with --check NAME or --test CMD, or use --strict"
+    )

@@ -1,0 +1,50 @@
+"""When the next attempt starts from an earlier tree instead of the last one.
+
+After an attempt worse than the best tree so far (the starting point's included), or one that
+broke a guard while gaining nothing, the code goes back to the best tree; memory stays, and the
+next prompt says what was reverted (prompts.reverted_view). Self-Refine's `degraded` stop keeps
+the best iteration the same way. Only with commits to return to (git) and without
+--no-rollback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ralph.memory.state import LoopState
+    from ralph.records import IterationRecord
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Back to the tree of iteration `to` (0: the starting point), at `commit`."""
+
+    to: int
+    commit: str
+    last: int  # the iteration that is reverted
+    where: str  # `to` in words
+    note: str  # what the loop tells the user
+
+
+def rollback_after(last: IterationRecord, state: LoopState) -> Rollback | None:
+    """The rollback that should follow `last`, or None to go on from its tree."""
+    if state.git is None:
+        return None
+    best, best_reward = state.best_iteration, state.best_reward
+    base_reward = state.baseline.reward if state.baseline else 0.0
+    if best is None or best_reward is None or base_reward >= best_reward:
+        best, best_reward = 0, base_reward
+    regressed = bool(last.ralph and last.ralph.regressions)
+    if best == last.iteration or not (
+        last.reward < best_reward or (regressed and last.reward <= best_reward)
+    ):
+        return None
+    commit = state.git.commit_of(best)
+    if not commit:
+        return None
+    where = "the starting point" if best == 0 else f"iteration {best}"
+    why = "broke what worked before" if regressed else f"fell to {last.reward:.2f}"
+    note = f"iteration {last.iteration} {why}: restored the code of {where}"
+    return Rollback(best, commit, last.iteration, where, f"{note} (reward {best_reward:.2f})")

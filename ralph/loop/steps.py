@@ -1,0 +1,247 @@
+"""The cycle's steps over the seams: compose -> act -> evaluate -> reflect (then the runner
+remembers). Each takes the loop's `Parts` and `Reporter` and returns one value of iteration.py.
+
+compose: the task, what fails now (file:line), the Ω window of this loop's reflections
+(window.py), lessons of other loops' failures like this one, the pivot instruction when the
+loop is about to stall, and what a rollback undid; kept as `NNN/prompt.md`. act: a fresh actor
+process on the tree, whose changes the workspace reads (never the agent's word). evaluate: the
+checks, judged against the baseline, their logs kept. reflect: the agent's trajectory kept, then
+a success note or the reflector's reflection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ralph.errors import RalphError
+from ralph.files import atomic_write_text
+from ralph.loop import prompts
+from ralph.loop import window as memory
+from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
+from ralph.templates import render
+
+if TYPE_CHECKING:
+    from ralph.actors.base import Actor
+    from ralph.config import Settings
+    from ralph.evaluators.base import Evaluation, Evaluator
+    from ralph.evaluators.judging import Baseline
+    from ralph.loop.policy import Decision
+    from ralph.loop.result import LoopResult
+    from ralph.memory.lessons import Lesson
+    from ralph.memory.state import LoopState
+    from ralph.memory.store import MemoryStore
+    from ralph.records import IterationRecord
+    from ralph.reflection.reflector import Reflector
+    from ralph.workspace.base import Workspace
+
+
+class Reporter(Protocol):
+    """Receives the loop's events; cli/live.py has the rich, plain and silent ones."""
+
+    def loop_started(self, state: LoopState, resumed: bool) -> None: ...
+    def phase(self, iteration: int, name: str) -> None: ...
+    def output(self, stream: str, text: str) -> None: ...
+    def evaluated(self, iteration: int, evaluation: Evaluation) -> None: ...
+    def iteration_done(self, record: IterationRecord, decision: Decision) -> None: ...
+    def note(self, message: str) -> None: ...
+    def loop_finished(self, result: LoopResult) -> None: ...
+
+
+@dataclass
+class Parts:
+    """The collaborators of one loop: built by `assembly.build_parts`, fakes in the tests
+    (tests/fakes/loop.py)."""
+
+    actor: Actor
+    evaluator: Evaluator
+    reflector: Reflector
+    workspace: Workspace
+
+
+# compose -------------------------------------------------------------------------------------
+
+
+def window(records: list[IterationRecord], settings: Settings) -> tuple[list[IterationRecord], int]:
+    """The reflections for the prompt and Ω, sized by the last attempt's verification type."""
+    last = records[-1] if records else None
+    verification = last.evaluator_output.verification_type if last else "combined"
+    omega = memory.omega_for(verification, settings.omega)
+    selected = memory.select_window(
+        records,
+        omega=omega,
+        policy=settings.window_policy,
+        token_budget=settings.memory_tokens,
+        current_fingerprint=last.ralph.error_fingerprint if last and last.ralph else None,
+        current_errors=list(last.evaluator_output.errors or []) if last else [],
+    )
+    return selected, omega
+
+
+def lessons(
+    store: MemoryStore,
+    loop_id: str,
+    last: Evaluation | None,
+    limit: int,
+    note: Callable[[str], None],
+) -> list[Lesson]:
+    """Lessons of other loops' failures like the last evaluation's (`--lessons`, 0 = none).
+
+    Learning from other loops is a bonus: a memory it cannot read costs a note, not the loop.
+    The first attempt gets them too: the last evaluation is then the baseline.
+    """
+    if limit < 1 or last is None or last.passed:
+        return []
+    if all(other == loop_id for other in store.loop_ids()):
+        return []  # no other loop to learn from: skip opening the index
+    import sqlite3
+
+    from ralph.memory.retrieval import retrieve_lessons
+
+    try:
+        return retrieve_lessons(
+            store,
+            exclude_loop=loop_id,
+            current_errors=last.relevant_errors(),
+            fingerprint=last.fingerprint,
+            limit=limit,
+        )
+    except (RalphError, OSError, sqlite3.Error) as exc:
+        note(f"lessons from other loops skipped: {exc}")
+        return []
+
+
+def prompt(
+    store: MemoryStore,
+    state: LoopState,
+    number: int,
+    *,
+    max_iterations: int,
+    evaluation: Evaluation | None,
+    reflections: tuple[list[IterationRecord], int],
+    lessons: list[Lesson],
+    pivot: bool,
+    unmatched_edits: list[str],
+    reverted: dict[str, Any] | None,
+) -> Prompt:
+    """Render the actor prompt of attempt `number` and keep it in the attempt's folder."""
+    window, omega = reflections
+    context = prompts.actor_prompt_context(
+        task=state.task,
+        iteration=number,
+        max_iterations=max_iterations,
+        evaluation=evaluation,
+        reflections=window,
+        lessons=[lesson.view() for lesson in lessons],
+        pivot=pivot,
+        unmatched_edits=unmatched_edits,
+        reverted=reverted,
+    )
+    text = render("actor", context, project_root=store.root)
+    artifacts = store.artifacts_dir(state.loop_id, number)
+    atomic_write_text(artifacts / "prompt.md", text, durable=False)
+    return Prompt(number, text, window, omega, [lesson.id for lesson in lessons], artifacts)
+
+
+# act, evaluate, reflect ----------------------------------------------------------------------
+
+
+def act(
+    parts: Parts,
+    reporter: Reporter,
+    prompt: Prompt,
+    *,
+    loop_id: str,
+    iteration_timeout: float | None,
+    idle_timeout: float | None,
+) -> Acted:
+    """A fresh attempt by the actor; what it changed, as the workspace sees it."""
+    from ralph.actors.base import ActorContext
+
+    reporter.phase(prompt.iteration, "act")
+    parts.workspace.begin_iteration()
+    clock = time.monotonic()
+    ctx = ActorContext(
+        loop_id=loop_id,
+        iteration=prompt.iteration,
+        workdir=parts.workspace.root,
+        artifacts_dir=prompt.artifacts,
+        iteration_timeout=iteration_timeout,
+        idle_timeout=idle_timeout,
+        on_output=reporter.output,
+    )
+    result = parts.actor.act(prompt.text, ctx)
+    duration = ms_since(clock)
+    return Acted(result, parts.workspace.changes(), duration)
+
+
+def evaluate(
+    parts: Parts, reporter: Reporter, prompt: Prompt, baseline: Baseline | None
+) -> Evaluated:
+    """The checks on the attempt's tree, judged against `baseline`; a log per check kept."""
+    reporter.phase(prompt.iteration, "evaluate")
+    clock = time.monotonic()
+    evaluation = parts.evaluator.evaluate(
+        parts.workspace.root, baseline=baseline, on_output=reporter.output
+    )
+    duration = ms_since(clock)
+    reporter.evaluated(prompt.iteration, evaluation)
+    logs: dict[str, str] = getattr(parts.evaluator, "last_logs", {}) or {}
+    for outcome in evaluation.outcomes:
+        text = logs.get(outcome.spec.name)
+        if text is None:
+            text = (outcome.result.stdout or "") + (outcome.result.stderr or "")
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in outcome.spec.name)
+        atomic_write_text(prompt.artifacts / f"check-{safe}.log", text, durable=False)
+    return Evaluated(evaluation, duration)
+
+
+def reflect(
+    parts: Parts,
+    reporter: Reporter,
+    prompt: Prompt,
+    acted: Acted,
+    evaluation: Evaluation,
+    *,
+    task: str,
+    earlier: list[IterationRecord],
+) -> Reflected:
+    """The agent's trajectory kept, then a success note, or the reflector's reflection."""
+    from ralph.actors import tracing
+    from ralph.reflection.heuristic import success_reflection
+    from ralph.reflection.quality import quality_flags
+
+    checks = [o.spec.command for o in evaluation.outcomes]
+    traced, steps = tracing.store_attempt(
+        prompt.artifacts, acted.result, parts.actor.name, checks, parts.workspace.root
+    )
+    if evaluation.passed:
+        reflection = success_reflection(evaluation, acted.output)
+        return Reflected(reflection, "success", [], trace=traced)
+    reporter.phase(prompt.iteration, "reflect")
+    clock = time.monotonic()
+    outcome = parts.reflector.reflect(
+        task=task,
+        iteration=prompt.iteration,
+        actor_output=acted.output,
+        evaluation=evaluation,
+        earlier=earlier,
+        diff_summary=acted.changes.summary(),
+        trajectory=steps,
+    )
+    duration = ms_since(clock)
+    if outcome.error:
+        reporter.note(f"reflector: {outcome.error}; used a heuristic reflection")
+    return Reflected(
+        outcome.reflection,
+        outcome.source,
+        outcome.quality_flags or quality_flags(outcome.reflection, evaluation),
+        trace=traced,
+        tokens_in=outcome.tokens_in,
+        tokens_out=outcome.tokens_out,
+        cost_usd=outcome.cost_usd,
+        calls=outcome.calls,
+        duration_ms=duration,
+    )

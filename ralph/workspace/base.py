@@ -1,0 +1,215 @@
+"""The Workspace seam: what the loop needs from the project directory, with or without git.
+
+The loop drives one lifecycle through it: `preflight_loop` (refuse before any check runs),
+`start_loop` (the loop branch), per iteration `begin_iteration`, `changes`, `commit_iteration`
+and `restore` (rollback), and `resume_loop` after an interruption. `GitWorkspace` (git.py)
+keeps a branch with one commit per iteration; `SnapshotWorkspace` (snapshot.py), outside git,
+hashes files to see what an attempt changed and answers the rest with no-ops. Both report a
+`ChangeSet`, so the loop records what the actor really did either way. `GitState` is what the
+loop's state file keeps of the branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ralph.records import Action, ActionType, Changes, TotalChanges
+from ralph.redact import redact
+
+DIFF_CAP = 4000  # characters of diff kept per action in a record
+
+ChangeKind = Literal["modified", "created", "deleted"]
+ACTION_TYPES: dict[str, ActionType] = {
+    "modified": "code_modification",
+    "created": "file_creation",
+    "deleted": "file_deletion",
+}
+
+
+@dataclass
+class FileChange:
+    path: str
+    kind: ChangeKind
+    additions: int
+    deletions: int
+    diff: str
+
+
+class ChangeSet:
+    """What an attempt changed, file by file.
+
+    A git workspace computes the diffs in a background thread while the checks run (they read
+    two fixed trees, nothing the checks can touch); reading `files` waits for them.
+    """
+
+    def __init__(
+        self,
+        files: list[FileChange] | None = None,
+        *,
+        pending: Future[list[FileChange]] | None = None,
+        git_moves: list[str] | None = None,
+    ) -> None:
+        self._files = files
+        self._pending = pending
+        # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
+        self.git_moves: list[str] = git_moves or []
+
+    @property
+    def files(self) -> list[FileChange]:
+        if self._files is None:
+            self._files = self._pending.result() if self._pending is not None else []
+        return self._files
+
+    def actions(self) -> list[Action]:
+        """One record action per file; diffs capped and redacted before they reach disk."""
+        return [
+            Action(
+                type=ACTION_TYPES[f.kind],
+                description=f"{f.kind} {shown(f.path)} (+{f.additions} -{f.deletions})",
+                file_path=shown(f.path),
+                changes=Changes(f.additions, f.deletions, cap_diff(redact(f.diff))),
+            )
+            for f in self.files
+        ]
+
+    def total(self) -> TotalChanges:
+        return TotalChanges(
+            files_changed=len(self.files),
+            lines_added=sum(f.additions for f in self.files),
+            lines_deleted=sum(f.deletions for f in self.files),
+        )
+
+    def paths(self) -> list[str]:
+        """The changed paths as text for records and prompts (see `shown`)."""
+        return [shown(f.path) for f in self.files]
+
+    def summary(self) -> str:
+        if not self.files:
+            return "no changes"
+        t = self.total()
+        noun = "file" if t.files_changed == 1 else "files"
+        head = f"{t.files_changed} {noun} changed, +{t.lines_added} -{t.lines_deleted}"
+        return f"{head}: {name_some(self.paths(), 5)}"
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The state file's `git` object: where the loop branch started and the commit of each
+    iteration, so a rollback or a resumed loop returns to exactly those trees."""
+
+    branch: str | None = None
+    base_commit: str | None = None  # HEAD at the start, or the commit of --allow-dirty's work
+    original_branch: str | None = None  # the branch the loop started from (None: detached)
+    original_commit: str | None = None
+    user_changes: str | None = None  # the stash entry holding --allow-dirty's work as it was
+    worktree: str | None = None  # the linked worktree a --worktree loop works in
+    commits: Mapping[str, str] = field(default_factory=dict)  # iteration (as text) -> sha
+
+    def commit_of(self, iteration: int) -> str | None:
+        """The tree of `iteration`; 0 is the starting point."""
+        return self.base_commit if iteration == 0 else self.commits.get(str(iteration))
+
+    def committed(self, iteration: int, sha: str) -> GitState:
+        return replace(self, commits={**self.commits, str(iteration): sha})
+
+    def user_changes_note(self) -> str | None:
+        """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
+        if not self.user_changes:
+            return None
+        where = self.original_branch or "your branch"
+        return (
+            f"your uncommitted changes are in the loop's starting point, and saved as they were "
+            f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
+            f"`git stash apply --index {self.user_changes[:12]}` brings them back"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """What is known, None left out; `commits` once the loop has its branch."""
+        data: dict[str, Any] = {
+            "branch": self.branch,
+            "base_commit": self.base_commit,
+            "original_branch": self.original_branch,
+            "original_commit": self.original_commit,
+            "user_changes": self.user_changes,
+            "commits": dict(self.commits) if self.branch is not None else None,
+            "worktree": self.worktree,
+        }
+        return {key: value for key, value in data.items() if value is not None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GitState:
+        """Lenient: keys it does not know are left out, a missing one is None."""
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
+        commits = data.get("commits")
+        return cls(
+            branch=text("branch"),
+            base_commit=text("base_commit"),
+            original_branch=text("original_branch"),
+            original_commit=text("original_commit"),
+            user_changes=text("user_changes"),
+            worktree=text("worktree"),
+            commits={str(k): str(v) for k, v in commits.items()}
+            if isinstance(commits, Mapping)
+            else {},
+        )
+
+
+class Workspace(Protocol):
+    """What the loop needs from the project directory, with or without git: the lifecycle of a
+    loop and of each iteration. Without git the lifecycle is a no-op and nothing rolls back."""
+
+    root: Path
+
+    def preflight_loop(self, loop_id: str, *, allow_dirty: bool) -> None:
+        """Refuse, before any check runs, what would stop `start_loop` (say, a dirty tree)."""
+        ...
+
+    def start_loop(self, loop_id: str, *, allow_dirty: bool) -> GitState | None:
+        """Begin the loop's history (its branch); None where there is none (no git)."""
+        ...
+
+    def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
+        """Before a resumed loop goes on: the tree exactly as the state's `iteration` left it,
+        an interrupted attempt's leftovers saved aside; returns what was done, one note each."""
+        ...
+
+    def begin_iteration(self) -> None: ...
+
+    def changes(self) -> ChangeSet:
+        """What the attempt changed since `begin_iteration`."""
+        ...
+
+    def commit_iteration(self, message: str) -> str | None:
+        """Commit the attempt; its sha, or None without git."""
+        ...
+
+    def restore(self, commit: str) -> None:
+        """Roll the code back to `commit` (memory stays); raises without git."""
+        ...
+
+    def current_commit(self) -> str | None: ...
+
+
+def shown(path: str) -> str:
+    """A path as valid UTF-8 text: a file name that is not UTF-8 (kept exactly, with surrogate
+    escapes, for git) gets U+FFFD for its undecodable bytes, so records can always be written."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
+    if len(diff) <= cap:
+        return diff
+    return diff[:cap] + f"\n[... diff truncated: {len(diff) - cap} more characters]"
+
+
+def name_some(paths: list[str], limit: int) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f", ... (+{len(paths) - limit} more)" if len(paths) > limit else "")

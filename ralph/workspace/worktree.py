@@ -1,0 +1,50 @@
+"""Linked worktrees for `ralph run --worktree`: a loop works in its own checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ralph.errors import PreflightError
+from ralph.ids import validate_loop_id
+from ralph.workspace.git import Git
+from ralph.workspace.locate import find_repo_root, main_worktree
+
+WORKTREES_DIR = "ralph-worktrees"  # under the git dir: see add_worktree
+
+
+def add_worktree(root: Path, loop_id: str) -> Path:
+    """A new worktree for `loop_id` at HEAD (detached; the loop then makes its branch there).
+
+    It lives under the repository's git dir, `.git/ralph-worktrees/<loop-id>`: not inside the
+    main working tree, where every pytest, ruff, mypy or `git status` run there would walk into
+    a second copy of the project, and not beside the repository, where ralph may not be allowed
+    to write and where copies would outlive the repository. Git itself keeps its worktree
+    bookkeeping in that same directory.
+    """
+    validate_loop_id(loop_id)
+    top = find_repo_root(root)
+    if top is None:
+        raise PreflightError(
+            "--worktree needs a git repository", hint="run inside one, or drop --worktree"
+        )
+    git = Git(top)
+    if not git.ok("rev-parse", "-q", "--verify", "HEAD^{commit}"):
+        raise PreflightError(
+            "the git repository has no commits yet",
+            hint="commit something first (git commit --allow-empty -m init)",
+        )
+    common = Path(git.text("rev-parse", "--path-format=absolute", "--git-common-dir"))
+    path = common / WORKTREES_DIR / loop_id
+    if path.exists():
+        raise PreflightError(f"worktree {path} exists already", hint="use another --loop-id")
+    git.run("worktree", "add", "-q", "--detach", str(path), "HEAD")
+    return path
+
+
+def remove_worktree(path: Path, *, force: bool = False) -> bool:
+    """`git worktree remove` (refuses a tree with changes unless `force`); True when gone."""
+    top = main_worktree(path)
+    if top is None:
+        return False
+    args = ["worktree", "remove", *(["--force"] if force else []), str(path)]
+    return Git(top).run(*args, check=False)[0] == 0
