@@ -20,7 +20,7 @@ def apply(
 ) -> None:
     """Bring a loop's best (or chosen) iteration onto the current branch as uncommitted changes,
     as `git merge --squash` would; refuses a tree with uncommitted changes."""
-    from ralph.loop.results import apply_loop
+    from ralph.loop.handoff import apply_loop
 
     store = memory()
     store.require()
@@ -66,8 +66,8 @@ def prune(
 ) -> None:
     """Delete finished loops' branches, worktrees and rescue refs; never records, never a
     running or paused loop's. A branch dropped unapplied and unmerged counts as not taken."""
-    from ralph.loop.results import plan_prune
-    from ralph.loop.results import prune as remove
+    from ralph.loop.handoff import plan_prune
+    from ralph.loop.handoff import prune as remove
 
     store = memory()
     store.require()
