@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from ralph.analyze import cache as index_module
-from ralph.analyze.report import render, write_csv, write_html
+from ralph.analyze.report import write_csv, write_html
 from ralph.analyze.stats import Analysis, analysis_json, analyze, normalise_root_cause
+from ralph.cli.analyze_view import render
 from ralph.errors import RalphError, StoreError
 from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,15 @@ def test_the_loop_needs_no_type_ignore() -> None:
         if "type: ignore" in line
     ]
     assert ignored == []
+
+
+def test_only_the_cli_prints() -> None:
+    """Screens are drawn by the CLI package; the rest returns values, lines or renderables."""
+    printing = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "cli" not in path.relative_to(PACKAGE).parts
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if re.search(r"\bconsole\.print\(|\bprint\(", line)
+    ]
+    assert printing == []

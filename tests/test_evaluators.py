@@ -15,18 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from ralph.cli.check_view import render_check_report
 from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators import mypy as mypy_module
 from ralph.evaluators.base import CheckOutcome, Evaluation, OutputCallback
 from ralph.evaluators.judging import Baseline
-from ralph.evaluators.suite import (
-    CheckSuite,
-    fingerprint,
-    make_check,
-    render_check_report,
-    verification_type,
-)
+from ralph.evaluators.suite import CheckSuite, fingerprint, make_check, verification_type
 from ralph.memory.state import BaselineSummary
 from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
 

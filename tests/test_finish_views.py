@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ralph.analyze.report import headline, legend_label, render, write_csv, write_html
+from ralph.analyze.report import legend_label, write_csv, write_html
 from ralph.analyze.stats import analyze
+from ralph.cli.analyze_view import headline, render
 from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (

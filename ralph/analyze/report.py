@@ -21,13 +21,9 @@ from ralph.glyphs import clip, sparkline
 from ralph.ids import short_id
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ralph.analyze.stats import Analysis, LoopAnalysis
 
 EIGHTHS = " ▏▎▍▌▋▊▉█"
-MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have them all
-WIDE_TERMINAL = 130  # columns needed for the full loops table
 
 CSV_COLUMNS = [
     "loop_id",
@@ -59,25 +55,25 @@ def bar(share: float, width: int) -> str:
     return ("█" * full + (EIGHTHS[rest] if rest else "")).ljust(width)
 
 
-def _num(value: float | None, digits: int = 2, signed: bool = False) -> str:
+def num(value: float | None, digits: int = 2, signed: bool = False) -> str:
     if value is None:
         return "-"
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
-def _tokens(value: int | None) -> str:
+def tokens_text(value: int | None) -> str:
     return "unknown" if value is None else f"{value:,}"
 
 
-def _money(value: float | None) -> str:
+def money(value: float | None) -> str:
     return "-" if value is None else f"${value:.2f}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f}s"
     if seconds < 3600:
@@ -91,7 +87,7 @@ def series_iterations(loop: LoopAnalysis) -> list[int]:
     return head + [r.iteration for r in loop.records]
 
 
-def _green(loop: LoopAnalysis) -> str:
+def green_at(loop: LoopAnalysis) -> str:
     return "-" if loop.iterations_to_green is None else str(loop.iterations_to_green)
 
 
@@ -133,234 +129,16 @@ def write_csv(a: Analysis, out: TextIO) -> None:
 
 
 # terminal -----------------------------------------------------------------------------------
-def _table(title: str, columns: list[str], *wrap: int) -> Any:
-    """A table whose columns `wrap` (default the first) hold the long texts (an id, a root
-    cause) and wrap; every other column (figures, category names) keeps its width, so a narrow
-    terminal never shows a number or a word one piece per line."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for n, column in enumerate(columns):
-        flexible = n in (wrap or (0,))
-        table.add_column(column, overflow="fold", no_wrap=not flexible)
-    return table
-
-
-def _acceptance(acceptance: dict[str, Any]) -> str:
-    """`acceptance 50% (1 of 2 reviewed)`: how much of the loops' work people took (feedback,
-    apply, prune), next to the success rate."""
-    rate, reviewed = acceptance.get("acceptance_rate"), acceptance.get("reviewed", 0)
-    return f"acceptance {_pct(rate)} ({acceptance.get('accepted', 0)} of {reviewed} reviewed)"
-
-
-def headline(a: Analysis, width: int = 80) -> list[str]:
-    """The figures of the whole memory, each with its label, joined by ` · ` into lines of
-    at most `width` characters (a figure is never split)."""
-    s = a.summary
-    parts = [
-        f"{s.loops} loop{'' if s.loops == 1 else 's'}, "
-        f"{s.iterations} iteration{'' if s.iterations == 1 else 's'}",
-        f"success rate {_pct(s.success_rate)} ({s.green_loops} of {s.loops} green)",
-    ]
-    if s.acceptance.get("reviewed"):
-        parts.append(_acceptance(s.acceptance))
-    parts += [
-        f"iterations to green: mean {_num(s.mean_iterations_to_green, 1)}, "
-        f"median {_num(s.median_iterations_to_green, 1)}",
-        f"tokens {_tokens(s.tokens)}",
-        f"cost {'unknown' if s.cost_usd is None else _money(s.cost_usd)}",
-        f"time {_duration(s.wall_seconds)}",
-    ]
-    lines = [parts[0]]
-    for part in parts[1:]:
-        if len(lines[-1]) + 3 + len(part) <= width:
-            lines[-1] += f" · {part}"
-        else:
-            lines.append(part)
-    return lines
-
-
-def render(a: Analysis, console: Console) -> None:
-    from rich.markup import escape
-
-    s = a.summary
-    if not a.loops:
-        console.print("no loops match" if a.filters else "no loops yet")
-    else:
-        for n, line in enumerate(headline(a, max(40, console.width))):
-            console.print(f"[bold]{escape(line)}[/]" if n == 0 else escape(line))
-        if len(a.loops) == 1:
-            console.print(curve(a.loops[0]))
-        _render_loops(a, console)
-        _render_success(a, console)
-        _render_categories(a, console)
-        _render_effectiveness(a, console)
-        _render_breakthroughs(a, console)
-        from ralph.analyze import trace_stats
-
-        actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
-        if actions:
-            console.print(actions, markup=False)
-        if s.recurring_root_causes:
-            table = _table(
-                "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
-            )
-            for c in s.recurring_root_causes[:20]:
-                table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
-            console.print(table)
-    if a.invalid_files:
-        console.print(f"[yellow]{len(a.invalid_files)} invalid file(s), skipped:[/]")
-        for f in a.invalid_files[:20]:
-            console.print(f"  {escape(f.path)}: {escape(f.reason)}")
-
-
-def _render_loops(a: Analysis, console: Console) -> None:
-    from rich.markup import escape
-
-    # Narrow terminals keep the figures that matter most; --csv and --json have them all.
-    wide = console.width >= WIDE_TERMINAL
-    columns = ["loop", "status", "iter", "green", "reward", "rate"]
-    if wide:
-        columns += ["jumps", "errors", "tokens", "cost", "time", "stop"]
-    table = _table("loops", columns)
-    for loop in a.loops[-MAX_ROWS:]:
-        cells = [
-            escape(loop.loop_id),
-            loop.status,
-            str(loop.last_iteration),
-            _green(loop),
-            sparkline(loop.rewards),
-            _num(loop.learning_rate, 3, signed=True),
-        ]
-        if wide:
-            cells += [
-                str(len(loop.breakthroughs)),
-                _num(loop.error_trend, 1, signed=True),
-                _tokens(loop.tokens),
-                _money(loop.cost_usd),
-                _duration(loop.wall_seconds),
-                escape(loop.stop_reason or "-"),
-            ]
-        table.add_row(*cells)
-    console.print(table)
-    if len(a.loops) > MAX_ROWS:
-        console.print(f"[dim]{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv[/]")
-
-
-def _render_success(a: Analysis, console: Console) -> None:
-    if not a.summary.success_at_k:
-        return
-    console.print("[bold]success@k[/] (share of loops green by iteration k)")
-    for k, share in a.summary.success_at_k.items():
-        console.print(f"  k={k:<3} {bar(share, 40)} {_pct(share):>4}", highlight=False)
-
-
-def _render_categories(a: Analysis, console: Console) -> None:
-    cats = a.summary.failure_categories
-    if not cats:
-        return
-    total = sum(c.iterations for c in cats)
-    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"], 2)
-    for c in cats:
-        table.add_row(
-            c.category,
-            str(c.iterations),
-            bar(c.iterations / total, 12),
-            str(c.loops),
-            _num(c.iterations_per_loop, 1),
-        )
-    console.print(table)
-
-
-def _render_effectiveness(a: Analysis, console: Console) -> None:
+def effectiveness_rows(a: Analysis) -> list[list[Any]]:
     eff = a.summary.effectiveness
-    if not eff.overall.uses and not eff.lessons.uses:
-        return
-    table = _table("reflection effectiveness", ["", "uses", "improved when in context"])
-    for row in _effectiveness_rows(a):
-        table.add_row(*(str(cell) for cell in row))
-    console.print(table)
-
-
-def _effectiveness_rows(a: Analysis) -> list[list[Any]]:
-    eff = a.summary.effectiveness
-    rows: list[list[Any]] = [["all", eff.overall.uses, _pct(eff.overall.share)]]
+    rows: list[list[Any]] = [["all", eff.overall.uses, pct(eff.overall.share)]]
     for label, rates in (("source", eff.by_source), ("flag", eff.by_quality_flag)):
-        rows += [[f"{label}: {k}", r.uses, _pct(r.share)] for k, r in sorted(rates.items())]
+        rows += [[f"{label}: {k}", r.uses, pct(r.share)] for k, r in sorted(rates.items())]
     if eff.lessons.uses:
-        rows.append(["lessons from other loops", eff.lessons.uses, _pct(eff.lessons.share)])
+        rows.append(["lessons from other loops", eff.lessons.uses, pct(eff.lessons.share)])
     return rows
 
 
-def _render_breakthroughs(a: Analysis, console: Console) -> None:
-    from rich.markup import escape
-
-    jumps = [(loop, b) for loop in a.loops for b in loop.breakthroughs]
-    if not jumps:
-        return
-    jumps.sort(key=lambda pair: -pair[1].delta)
-    title = (
-        f"breakthroughs (reward +0.3 or more): {len(jumps)}, the largest"
-        if len(jumps) > 20
-        else "breakthroughs (reward +0.3 or more)"
-    )
-    table = _table(title, ["loop", "iter", "reward", "after the reflection of"], 0, 3)
-    for loop, b in jumps[:20]:
-        after = "-" if b.reflection_iteration is None else f"{b.reflection_iteration}: "
-        after += escape(clip(b.reflection or "", 80))
-        after += f" [dim]({b.category})[/]" if b.category else ""
-        table.add_row(
-            escape(short_id(loop.loop_id)),  # the loops table above has the whole id
-            str(b.iteration),
-            f"{b.reward_before:.2f} → {b.reward:.2f}",
-            after,
-        )
-    console.print(table)
-
-
-def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:
-    """The reward series of one loop plotted in character cells (x: iteration, y: reward)."""
-    from rich.text import Text
-
-    series, iterations = loop.rewards, series_iterations(loop)
-    if not series:
-        return Text(f"{loop.loop_id}: no rewards yet")
-    if len(series) > width:  # a very long loop: plot evenly spaced iterations
-        picks = [round(i * (len(series) - 1) / (width - 1)) for i in range(width)]
-        series, iterations = [series[i] for i in picks], [iterations[i] for i in picks]
-    step = max(1, min(6, width // len(series)))
-    cols = step * (len(series) - 1) + 1
-    grid = [[" "] * cols for _ in range(height)]
-    styles = [["" for _ in range(cols)] for _ in range(height)]
-    rows = [round(v * (height - 1)) for v in series]
-    passed = {r.iteration for r in loop.records if r.passed}
-    for i, row in enumerate(rows):
-        if i + 1 < len(rows):
-            for c in range(1, step):  # a dotted segment to the next point
-                mid = round(row + (rows[i + 1] - row) * c / step)
-                grid[height - 1 - mid][i * step + c] = "·"
-        grid[height - 1 - row][i * step] = "●"
-        styles[height - 1 - row][i * step] = "green" if iterations[i] in passed else "yellow"
-    text = Text(f"reward per iteration, {loop.loop_id}\n", style="bold")
-    for y in range(height):
-        label = f"{1 - y / (height - 1):.1f} " if y % 3 == 0 or y == height - 1 else "    "
-        text.append(label + "│")
-        for x in range(cols):
-            text.append(grid[y][x], style=styles[y][x] or "dim")
-        text.append("\n")
-    text.append("    └" + "─" * cols + "\n     ")
-    labels = [" "] * (cols + 4)
-    for i in range(len(series)):
-        if i % max(1, 4 // step) == 0:
-            for n, ch in enumerate(str(iterations[i])):
-                labels[i * step + n] = ch
-    note = "iteration; 0 is the baseline" if loop.baseline_reward is not None else "iteration"
-    text.append("".join(labels).rstrip() + f"  ({note})")
-    return text
-
-
-# HTML ---------------------------------------------------------------------------------------
 def write_html(a: Analysis, path: Path) -> None:
     """A report that stands alone: inline CSS, matplotlib charts inline as SVG, no links out."""
     try:
@@ -502,23 +280,23 @@ def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
     s = a.summary
     cards = [
         ("loops", str(s.loops)),
-        ("success rate", _pct(s.success_rate)),
+        ("success rate", pct(s.success_rate)),
         *(
             [
                 (
                     "acceptance",
-                    f"{_pct(s.acceptance['acceptance_rate'])} of {s.acceptance['reviewed']}",
+                    f"{pct(s.acceptance['acceptance_rate'])} of {s.acceptance['reviewed']}",
                 )
             ]
             if s.acceptance.get("reviewed")
             else []
         ),
-        ("mean iterations to green", _num(s.mean_iterations_to_green, 1)),
-        ("median iterations to green", _num(s.median_iterations_to_green, 1)),
+        ("mean iterations to green", num(s.mean_iterations_to_green, 1)),
+        ("median iterations to green", num(s.median_iterations_to_green, 1)),
         ("iterations", str(s.iterations)),
-        ("tokens", _tokens(s.tokens)),
-        ("cost", "unknown" if s.cost_usd is None else _money(s.cost_usd)),
-        ("wall time", _duration(s.wall_seconds)),
+        ("tokens", tokens_text(s.tokens)),
+        ("cost", "unknown" if s.cost_usd is None else money(s.cost_usd)),
+        ("wall time", duration(s.wall_seconds)),
         ("invalid files", str(len(a.invalid_files))),
     ]
     parts = [
@@ -553,7 +331,7 @@ def _when() -> str:
 def _side_tables(a: Analysis) -> dict[str, str]:
     """Tables keyed by the chart they sit beside; those without a chart follow the loops."""
     s = a.summary
-    effect_rows = _effectiveness_rows(a)
+    effect_rows = effectiveness_rows(a)
     breakthroughs = [
         [loop.loop_id, b.iteration, f"{b.reward_before:.2f} → {b.reward:.2f}", b.reflection or "-"]
         for loop in a.loops
@@ -563,12 +341,12 @@ def _side_tables(a: Analysis) -> dict[str, str]:
         "Reward per iteration": _html_table(
             ["", ""],
             [
-                ["mean learning rate", _num(s.mean_learning_rate, 3, signed=True)],
+                ["mean learning rate", num(s.mean_learning_rate, 3, signed=True)],
                 ["breakthroughs (≥ 0.3)", s.breakthroughs],
             ],
         ),
         "success@k": _html_table(
-            ["k", "green by k"], [[k, _pct(v)] for k, v in s.success_at_k.items()]
+            ["k", "green by k"], [[k, pct(v)] for k, v in s.success_at_k.items()]
         ),
         "Failure categories": _html_table(
             ["category", "iterations", "loops", "per loop", "mean to green"],
@@ -578,7 +356,7 @@ def _side_tables(a: Analysis) -> dict[str, str]:
                     c.iterations,
                     c.loops,
                     round(c.iterations_per_loop, 2),
-                    _num(c.mean_iterations_to_green, 1),
+                    num(c.mean_iterations_to_green, 1),
                 ]
                 for c in s.failure_categories
             ],
@@ -609,14 +387,14 @@ def _loops_table(a: Analysis) -> str:
             loop.task or "-",
             loop.status,
             loop.last_iteration,
-            _green(loop),
+            green_at(loop),
             ("spark", sparkline(loop.rewards)),
-            _num(loop.learning_rate, 3, signed=True),
+            num(loop.learning_rate, 3, signed=True),
             len(loop.breakthroughs),
-            _num(loop.error_trend, 1, signed=True),
-            _tokens(loop.tokens) if loop.tokens is None else loop.tokens,
-            _money(loop.cost_usd),
-            _duration(loop.wall_seconds),
+            num(loop.error_trend, 1, signed=True),
+            tokens_text(loop.tokens) if loop.tokens is None else loop.tokens,
+            money(loop.cost_usd),
+            duration(loop.wall_seconds),
             loop.stop_reason or "-",
         ]
         for loop in a.loops

@@ -461,8 +461,8 @@ def check(
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config
+    from ralph.cli.check_view import render_check_report
     from ralph.cli.progress import check_progress
-    from ralph.evaluators.suite import render_check_report
     from ralph.loop import assembly as runner
     from ralph.records import to_json
 

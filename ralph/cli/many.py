@@ -128,6 +128,7 @@ def analyze(
     """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
     from ralph.analyze import report as analysis_report
     from ralph.analyze import stats as analysis
+    from ralph.cli import analyze_view
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
@@ -155,4 +156,4 @@ def analyze(
     elif as_csv:
         analysis_report.write_csv(result, sys.stdout)
     elif html is None:
-        analysis_report.render(result, console())
+        analyze_view.render(result, console())

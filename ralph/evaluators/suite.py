@@ -28,12 +28,11 @@ from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
-from ralph.glyphs import first_line
 from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    pass
 
 DEFAULT_WEIGHTS = {"pytest": 0.5, "mypy": 0.3, "ruff": 0.2, "shell": 0.5}
 CHECK_CLASSES: dict[str, Callable[..., Check]] = {
@@ -48,7 +47,6 @@ DROP_HINT = (
     "or drop the check: name only the checks you want with --check NAME|CMD, "
     "or remove it from `checks:` in .aiwg/ralph/config.yaml"
 )
-SHOWN_DIAGNOSTICS = 10
 
 
 def make_check(spec: CheckSpec, *, timeout: float | None, cap: int) -> Check:
@@ -331,51 +329,3 @@ def _masked_first_line(message: str) -> str:
     object id fingerprints the same."""
     line = message.strip().splitlines()[0] if message.strip() else ""
     return re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "N", line)
-
-
-def render_check_report(evaluation: Evaluation, console: Console) -> None:
-    """`ralph check`'s summary: one table row per check, then the first diagnostics."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("check", "status", "result", "time"):
-        table.add_column(column, justify="right" if column == "time" else "left")
-    for outcome in evaluation.outcomes:
-        status = outcome.result.status
-        seconds = (outcome.result.duration_ms or 0) / 1000
-        table.add_row(
-            escape(outcome.spec.name),
-            f"[{styles.get(status, 'default')}]{status}[/]",
-            escape(_counts(outcome)),
-            f"{seconds:.1f} s",
-        )
-    console.print(table)
-    errors = evaluation.output.errors or []
-    for e in errors[:SHOWN_DIAGNOSTICS]:
-        where = e.location() or e.rule or e.type
-        rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
-        console.print(f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}")
-    if len(errors) > SHOWN_DIAGNOSTICS:
-        console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
-    verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
-    console.print(f"reward {evaluation.reward:.2f}  {verdict}")
-
-
-def _counts(outcome: CheckOutcome) -> str:
-    """A check's result in its own terms: tests passed/failed, errors, or an exit code."""
-    m, parser = outcome.metrics, outcome.spec.parser
-    if any(e.type == "timeout" for e in outcome.errors):
-        return "timed out"
-    if outcome.result.status == "error":
-        return "could not run" if not outcome.errors else first_line(outcome.errors[0].message)
-    if parser == "pytest" and m.tests_total is not None:
-        text = f"{m.tests_passed} passed, {m.tests_failed} failed"
-        collection = sum(1 for e in outcome.errors if e.type != "test_failure")
-        return text + (f", {collection} collection errors" if collection else "")
-    if parser in ("mypy", "ruff"):
-        n = outcome.error_count
-        kind = "type error" if parser == "mypy" else "lint error"
-        return "clean" if n == 0 else f"{n} {kind}{'s' if n != 1 else ''}"
-    return f"exit code {outcome.result.exit_code}"

@@ -1,0 +1,249 @@
+"""How `ralph analyze` looks on a terminal: the labelled headline, rich tables, sparklines and a
+plotted curve for a single loop. The figures are analyze/stats.py's; CSV and HTML are
+analyze/report.py's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ralph.analyze.report import (
+    bar,
+    duration,
+    effectiveness_rows,
+    green_at,
+    money,
+    num,
+    pct,
+    series_iterations,
+    tokens_text,
+)
+from ralph.glyphs import clip, sparkline
+from ralph.ids import short_id
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ralph.analyze.stats import Analysis, LoopAnalysis
+
+MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have them all
+WIDE_TERMINAL = 130  # columns needed for the full loops table
+
+
+def _table(title: str, columns: list[str], *wrap: int) -> Any:
+    """A table whose columns `wrap` (default the first) hold the long texts (an id, a root
+    cause) and wrap; every other column (figures, category names) keeps its width, so a narrow
+    terminal never shows a number or a word one piece per line."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for n, column in enumerate(columns):
+        flexible = n in (wrap or (0,))
+        table.add_column(column, overflow="fold", no_wrap=not flexible)
+    return table
+
+
+def _acceptance(acceptance: dict[str, Any]) -> str:
+    """`acceptance 50% (1 of 2 reviewed)`: how much of the loops' work people took (feedback,
+    apply, prune), next to the success rate."""
+    rate, reviewed = acceptance.get("acceptance_rate"), acceptance.get("reviewed", 0)
+    return f"acceptance {pct(rate)} ({acceptance.get('accepted', 0)} of {reviewed} reviewed)"
+
+
+def headline(a: Analysis, width: int = 80) -> list[str]:
+    """The figures of the whole memory, each with its label, joined by ` · ` into lines of
+    at most `width` characters (a figure is never split)."""
+    s = a.summary
+    parts = [
+        f"{s.loops} loop{'' if s.loops == 1 else 's'}, "
+        f"{s.iterations} iteration{'' if s.iterations == 1 else 's'}",
+        f"success rate {pct(s.success_rate)} ({s.green_loops} of {s.loops} green)",
+    ]
+    if s.acceptance.get("reviewed"):
+        parts.append(_acceptance(s.acceptance))
+    parts += [
+        f"iterations to green: mean {num(s.mean_iterations_to_green, 1)}, "
+        f"median {num(s.median_iterations_to_green, 1)}",
+        f"tokens {tokens_text(s.tokens)}",
+        f"cost {'unknown' if s.cost_usd is None else money(s.cost_usd)}",
+        f"time {duration(s.wall_seconds)}",
+    ]
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += f" · {part}"
+        else:
+            lines.append(part)
+    return lines
+
+
+def render(a: Analysis, console: Console) -> None:
+    from rich.markup import escape
+
+    s = a.summary
+    if not a.loops:
+        console.print("no loops match" if a.filters else "no loops yet")
+    else:
+        for n, line in enumerate(headline(a, max(40, console.width))):
+            console.print(f"[bold]{escape(line)}[/]" if n == 0 else escape(line))
+        if len(a.loops) == 1:
+            console.print(curve(a.loops[0]))
+        _render_loops(a, console)
+        _render_success(a, console)
+        _render_categories(a, console)
+        _render_effectiveness(a, console)
+        _render_breakthroughs(a, console)
+        from ralph.analyze import trace_stats
+
+        actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
+        if actions:
+            console.print(actions, markup=False)
+        if s.recurring_root_causes:
+            table = _table(
+                "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
+            )
+            for c in s.recurring_root_causes[:20]:
+                table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
+            console.print(table)
+    if a.invalid_files:
+        console.print(f"[yellow]{len(a.invalid_files)} invalid file(s), skipped:[/]")
+        for f in a.invalid_files[:20]:
+            console.print(f"  {escape(f.path)}: {escape(f.reason)}")
+
+
+def _render_loops(a: Analysis, console: Console) -> None:
+    from rich.markup import escape
+
+    # Narrow terminals keep the figures that matter most; --csv and --json have them all.
+    wide = console.width >= WIDE_TERMINAL
+    columns = ["loop", "status", "iter", "green", "reward", "rate"]
+    if wide:
+        columns += ["jumps", "errors", "tokens", "cost", "time", "stop"]
+    table = _table("loops", columns)
+    for loop in a.loops[-MAX_ROWS:]:
+        cells = [
+            escape(loop.loop_id),
+            loop.status,
+            str(loop.last_iteration),
+            green_at(loop),
+            sparkline(loop.rewards),
+            num(loop.learning_rate, 3, signed=True),
+        ]
+        if wide:
+            cells += [
+                str(len(loop.breakthroughs)),
+                num(loop.error_trend, 1, signed=True),
+                tokens_text(loop.tokens),
+                money(loop.cost_usd),
+                duration(loop.wall_seconds),
+                escape(loop.stop_reason or "-"),
+            ]
+        table.add_row(*cells)
+    console.print(table)
+    if len(a.loops) > MAX_ROWS:
+        console.print(f"[dim]{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv[/]")
+
+
+def _render_success(a: Analysis, console: Console) -> None:
+    if not a.summary.success_at_k:
+        return
+    console.print("[bold]success@k[/] (share of loops green by iteration k)")
+    for k, share in a.summary.success_at_k.items():
+        console.print(f"  k={k:<3} {bar(share, 40)} {pct(share):>4}", highlight=False)
+
+
+def _render_categories(a: Analysis, console: Console) -> None:
+    cats = a.summary.failure_categories
+    if not cats:
+        return
+    total = sum(c.iterations for c in cats)
+    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"], 2)
+    for c in cats:
+        table.add_row(
+            c.category,
+            str(c.iterations),
+            bar(c.iterations / total, 12),
+            str(c.loops),
+            num(c.iterations_per_loop, 1),
+        )
+    console.print(table)
+
+
+def _render_effectiveness(a: Analysis, console: Console) -> None:
+    eff = a.summary.effectiveness
+    if not eff.overall.uses and not eff.lessons.uses:
+        return
+    table = _table("reflection effectiveness", ["", "uses", "improved when in context"])
+    for row in effectiveness_rows(a):
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+
+
+def _render_breakthroughs(a: Analysis, console: Console) -> None:
+    from rich.markup import escape
+
+    jumps = [(loop, b) for loop in a.loops for b in loop.breakthroughs]
+    if not jumps:
+        return
+    jumps.sort(key=lambda pair: -pair[1].delta)
+    title = (
+        f"breakthroughs (reward +0.3 or more): {len(jumps)}, the largest"
+        if len(jumps) > 20
+        else "breakthroughs (reward +0.3 or more)"
+    )
+    table = _table(title, ["loop", "iter", "reward", "after the reflection of"], 0, 3)
+    for loop, b in jumps[:20]:
+        after = "-" if b.reflection_iteration is None else f"{b.reflection_iteration}: "
+        after += escape(clip(b.reflection or "", 80))
+        after += f" [dim]({b.category})[/]" if b.category else ""
+        table.add_row(
+            escape(short_id(loop.loop_id)),  # the loops table above has the whole id
+            str(b.iteration),
+            f"{b.reward_before:.2f} → {b.reward:.2f}",
+            after,
+        )
+    console.print(table)
+
+
+def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:
+    """The reward series of one loop plotted in character cells (x: iteration, y: reward)."""
+    from rich.text import Text
+
+    series, iterations = loop.rewards, series_iterations(loop)
+    if not series:
+        return Text(f"{loop.loop_id}: no rewards yet")
+    if len(series) > width:  # a very long loop: plot evenly spaced iterations
+        picks = [round(i * (len(series) - 1) / (width - 1)) for i in range(width)]
+        series, iterations = [series[i] for i in picks], [iterations[i] for i in picks]
+    step = max(1, min(6, width // len(series)))
+    cols = step * (len(series) - 1) + 1
+    grid = [[" "] * cols for _ in range(height)]
+    styles = [["" for _ in range(cols)] for _ in range(height)]
+    rows = [round(v * (height - 1)) for v in series]
+    passed = {r.iteration for r in loop.records if r.passed}
+    for i, row in enumerate(rows):
+        if i + 1 < len(rows):
+            for c in range(1, step):  # a dotted segment to the next point
+                mid = round(row + (rows[i + 1] - row) * c / step)
+                grid[height - 1 - mid][i * step + c] = "·"
+        grid[height - 1 - row][i * step] = "●"
+        styles[height - 1 - row][i * step] = "green" if iterations[i] in passed else "yellow"
+    text = Text(f"reward per iteration, {loop.loop_id}\n", style="bold")
+    for y in range(height):
+        label = f"{1 - y / (height - 1):.1f} " if y % 3 == 0 or y == height - 1 else "    "
+        text.append(label + "│")
+        for x in range(cols):
+            text.append(grid[y][x], style=styles[y][x] or "dim")
+        text.append("\n")
+    text.append("    └" + "─" * cols + "\n     ")
+    labels = [" "] * (cols + 4)
+    for i in range(len(series)):
+        if i % max(1, 4 // step) == 0:
+            for n, ch in enumerate(str(iterations[i])):
+                labels[i * step + n] = ch
+    note = "iteration; 0 is the baseline" if loop.baseline_reward is not None else "iteration"
+    text.append("".join(labels).rstrip() + f"  ({note})")
+    return text
+
+
+# HTML ---------------------------------------------------------------------------------------

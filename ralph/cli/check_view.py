@@ -1,0 +1,61 @@
+"""`ralph check`'s summary on a terminal: one table row per check, then the first diagnostics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ralph.evaluators.base import CheckOutcome, Evaluation
+from ralph.glyphs import first_line
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+SHOWN_DIAGNOSTICS = 10  # diagnostics listed under the table
+
+
+def render_check_report(evaluation: Evaluation, console: Console) -> None:
+    """`ralph check`'s summary: one table row per check, then the first diagnostics."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("check", "status", "result", "time"):
+        table.add_column(column, justify="right" if column == "time" else "left")
+    for outcome in evaluation.outcomes:
+        status = outcome.result.status
+        seconds = (outcome.result.duration_ms or 0) / 1000
+        table.add_row(
+            escape(outcome.spec.name),
+            f"[{styles.get(status, 'default')}]{status}[/]",
+            escape(_counts(outcome)),
+            f"{seconds:.1f} s",
+        )
+    console.print(table)
+    errors = evaluation.output.errors or []
+    for e in errors[:SHOWN_DIAGNOSTICS]:
+        where = e.location() or e.rule or e.type
+        rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
+        console.print(f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}")
+    if len(errors) > SHOWN_DIAGNOSTICS:
+        console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
+    verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
+    console.print(f"reward {evaluation.reward:.2f}  {verdict}")
+
+
+def _counts(outcome: CheckOutcome) -> str:
+    """A check's result in its own terms: tests passed/failed, errors, or an exit code."""
+    m, parser = outcome.metrics, outcome.spec.parser
+    if any(e.type == "timeout" for e in outcome.errors):
+        return "timed out"
+    if outcome.result.status == "error":
+        return "could not run" if not outcome.errors else first_line(outcome.errors[0].message)
+    if parser == "pytest" and m.tests_total is not None:
+        text = f"{m.tests_passed} passed, {m.tests_failed} failed"
+        collection = sum(1 for e in outcome.errors if e.type != "test_failure")
+        return text + (f", {collection} collection errors" if collection else "")
+    if parser in ("mypy", "ruff"):
+        n = outcome.error_count
+        kind = "type error" if parser == "mypy" else "lint error"
+        return "clean" if n == 0 else f"{n} {kind}{'s' if n != 1 else ''}"
+    return f"exit code {outcome.result.exit_code}"
