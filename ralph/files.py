@@ -20,6 +20,9 @@ from ralph.errors import StoreError
 from ralph.redact import redact, redact_data
 
 AIWG_DIR = Path(".aiwg") / "ralph"
+# A file modified this close to a look at it may change again within the same timestamp tick:
+# it is compared by content (or looked at again), never trusted by its stat alone.
+RACY_NS = 2_000_000_000
 
 
 def _read_umask() -> int:

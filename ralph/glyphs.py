@@ -25,6 +25,6 @@ def clip(text: str, width: int) -> str:
 
 
 def first_line(text: str, width: int | None = None) -> str:
-    """The first line with text in it, stripped; cut to `width` with an ellipsis when given."""
+    """The first line with text in it, stripped; cut at a word to `width` when given."""
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    return line if width is None or len(line) <= width else line[: width - 1].rstrip() + "…"
+    return line if width is None else clip(line, width)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ralph import schemas
 from ralph.errors import ConfigError, StoreError
 from ralph.files import read_json
+from ralph.glyphs import first_line
 from ralph.ids import validate_loop_id
 from ralph.memory.store import RECORD_NAME, MemoryStore
 
@@ -85,7 +86,7 @@ def list_loops(store: MemoryStore, console: Console, *, as_json: bool) -> None:
     cells = [
         [
             str(row["loop_id"]),
-            _first_line(str(row["task"] or f"({row['problem']})"), 60),
+            first_line(str(row["task"] or f"({row['problem']})"), 60),
             str(row["status"]),
             str(row["iterations"]),
             _reward(row["best_reward"]),
@@ -116,7 +117,7 @@ def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_js
                 "reward": record.evaluator_output.reward_signal,
                 "failure_category": credit.failure_category if credit else None,
                 "root_cause": credit.root_cause if credit and credit.root_cause else None,
-                "reflection": _first_line(record.self_reflection.reflection_text, 200),
+                "reflection": first_line(record.self_reflection.reflection_text, 200),
             }
         )
     if as_json:
@@ -128,7 +129,7 @@ def list_iterations(store: MemoryStore, loop_id: str, console: Console, *, as_js
             "yes" if row["passed"] else "no",
             _reward(row["reward"]),
             str(row["failure_category"] or "-"),
-            _first_line(str(row["root_cause"] or row["reflection"]), 90),
+            first_line(str(row["root_cause"] or row["reflection"]), 90),
         ]
         if row["valid"]
         else [str(row["iteration"]), "invalid", "-", "-", str(row["problem"])]
@@ -259,8 +260,7 @@ def search_reflections(
             _reward(hit.confidence),
             f"{hit.retrieved}/{hit.helped}",
             # the root cause first: it says what differs, not "My attempt did not ..."
-            ("[obsolete] " if hit.obsolete else "")
-            + _first_line(hit.root_cause or hit.summary, 80),
+            ("[obsolete] " if hit.obsolete else "") + first_line(hit.root_cause or hit.summary, 80),
         ]
         for hit in hits
     ]
@@ -318,7 +318,7 @@ def render_record(record: IterationRecord, console: Console) -> None:
     if ev.errors:
         for error in ev.errors[:10]:
             where = error.location() or "-"
-            console.print(f"    {escape(where)}  {escape(_first_line(error.message, 120))}")
+            console.print(f"    {escape(where)}  {escape(first_line(error.message, 120))}")
         if record.error_count > 10:
             console.print(f"    ... {record.error_count - 10} more")
     sr = record.self_reflection
@@ -398,11 +398,3 @@ def validate_file(path: Path) -> list[str]:
     if path.name == "state.json":
         return schemas.errors(schemas.LOOP_STATE, data)
     return schemas.errors(schemas.RECORD, data)
-
-
-def _first_line(text: str, width: int) -> str:
-    """The first line, cut at a word when longer than `width`."""
-    from ralph.glyphs import clip
-
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return clip(line, width)

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
+from ralph.files import RACY_NS
 from ralph.glyphs import clip
 from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
@@ -40,7 +41,6 @@ from ralph.memory.store import RECORD_NAME, MemoryStore
 
 INDEX_NAME = "search.sqlite"
 INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
-RACY_NS = 2_000_000_000
 # bm25 column weights for `ralph reflections search`: the root cause and lessons say most.
 # bm25 weights of the columns: task, reflection, root_cause, insights, lessons, errors
 SEARCH_WEIGHTS = (0.5, 1.0, 2.0, 1.0, 1.5, 1.0)

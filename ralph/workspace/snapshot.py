@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.errors import RalphError
+from ralph.files import RACY_NS
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState
 
 SNAPSHOT_MAX_BYTES = 1 << 20  # larger files are hashed, not kept for diffing
-RACY_NS = 2_000_000_000  # a file touched this close to a snapshot is compared by content
 SKIP_NAMES = frozenset(
     {".git", ".aiwg", "__pycache__", ".venv", "venv", "node_modules"}
     | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
