@@ -7,17 +7,14 @@ from typing import TYPE_CHECKING, Any
 from ralph.errors import ProviderError
 from ralph.providers.base import ChatResponse, Message
 from ralph.providers.http import (
-    DEFAULT_DEADLINE,
-    DEFAULT_MAX_ATTEMPTS,
-    JsonPoster,
-    Sleep,
+    HttpChatClient,
     field,
     optional_int,
 )
 from ralph.providers.pricing import cost
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # without /v1, as ANTHROPIC_BASE_URL is spelled
@@ -43,8 +40,10 @@ def to_wire(messages: list[Message], *, json_mode: bool) -> tuple[str | None, li
     return ("\n\n".join(system) if system else None), turns
 
 
-class AnthropicClient:
+class AnthropicClient(HttpChatClient):
     """POST {base_url}/v1/messages with `x-api-key` and `anthropic-version` headers."""
+
+    provider = PROVIDER
 
     def __init__(
         self,
@@ -52,23 +51,13 @@ class AnthropicClient:
         *,
         api_key: str,
         base_url: str | None = None,
-        deadline: float = DEFAULT_DEADLINE,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        sleep: Sleep | None = None,
-        transport: httpx.BaseTransport | None = None,
+        **transport: Any,
     ) -> None:
-        self.model = model
+        """`transport`: HttpChatClient's options (deadline, max_attempts, sleep, transport)."""
+        super().__init__(model, secrets=[api_key], **transport)
         base = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.base_url = base.removesuffix("/v1")  # tolerate the OpenAI habit of including /v1
         self._api_key = api_key
-        self._http = JsonPoster(
-            PROVIDER,
-            deadline=deadline,
-            max_attempts=max_attempts,
-            sleep=sleep,
-            transport=transport,
-            secrets=[api_key],
-        )
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r}, base_url={self.base_url!r})"

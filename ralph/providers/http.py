@@ -341,3 +341,31 @@ def _scrubbed(text: str, secrets: Iterable[str | None]) -> str:
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
         text = text.replace(secret, "[REDACTED]")
     return redact(text)
+
+
+class HttpChatClient:
+    """What every provider's client shares: its model and one `JsonPoster` (retries, backoff,
+    the deadline; `secrets` are kept out of its errors). A subclass adds its endpoint and wire
+    format and passes the transport options through unchanged."""
+
+    provider = "http"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        secrets: Iterable[str | None] = (),
+        deadline: float = DEFAULT_DEADLINE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        sleep: Sleep | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self._http = JsonPoster(
+            self.provider,
+            deadline=deadline,
+            max_attempts=max_attempts,
+            sleep=sleep,
+            transport=transport,
+            secrets=secrets,
+        )

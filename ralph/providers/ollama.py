@@ -8,16 +8,13 @@ from urllib.parse import urlsplit
 from ralph.errors import ConfigError, ProviderError
 from ralph.providers.base import ChatResponse, Message
 from ralph.providers.http import (
-    DEFAULT_DEADLINE,
-    DEFAULT_MAX_ATTEMPTS,
-    JsonPoster,
-    Sleep,
+    HttpChatClient,
     field,
     optional_int,
 )
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 PROVIDER = "ollama"
 DEFAULT_PORT = 11434
@@ -51,24 +48,21 @@ def normalize_host(host: str | None) -> str:
     return f"http://{hostname}:{port}{split.path}"
 
 
-class OllamaClient:
+class OllamaClient(HttpChatClient):
     """POST {host}/api/chat with `stream: false`; no key, no per-token price."""
+
+    provider = PROVIDER
 
     def __init__(
         self,
         model: str,
         *,
         host: str | None = None,
-        deadline: float = DEFAULT_DEADLINE,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        sleep: Sleep | None = None,
-        transport: httpx.BaseTransport | None = None,
+        **transport: Any,
     ) -> None:
-        self.model = model
+        """`transport`: HttpChatClient's options (deadline, max_attempts, sleep, transport)."""
+        super().__init__(model, **transport)
         self.host = normalize_host(host)
-        self._http = JsonPoster(
-            PROVIDER, deadline=deadline, max_attempts=max_attempts, sleep=sleep, transport=transport
-        )
 
     def __repr__(self) -> str:
         return f"OllamaClient(model={self.model!r}, host={self.host!r})"

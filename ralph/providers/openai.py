@@ -8,25 +8,24 @@ from urllib.parse import urlsplit
 from ralph.errors import ProviderError
 from ralph.providers.base import ChatResponse, Message
 from ralph.providers.http import (
-    DEFAULT_DEADLINE,
-    DEFAULT_MAX_ATTEMPTS,
-    JsonPoster,
-    Sleep,
+    HttpChatClient,
     field,
     optional_int,
 )
 from ralph.providers.pricing import cost
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 PROVIDER = "openai"
 # Includes /v1, as OPENAI_BASE_URL does by convention (and the official SDK).
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIClient:
+class OpenAIClient(HttpChatClient):
     """POST {base_url}/chat/completions with a Bearer key (optional for local servers)."""
+
+    provider = PROVIDER
 
     def __init__(
         self,
@@ -34,22 +33,12 @@ class OpenAIClient:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        deadline: float = DEFAULT_DEADLINE,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        sleep: Sleep | None = None,
-        transport: httpx.BaseTransport | None = None,
+        **transport: Any,
     ) -> None:
-        self.model = model
+        """`transport`: HttpChatClient's options (deadline, max_attempts, sleep, transport)."""
+        super().__init__(model, secrets=[api_key], **transport)
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self._api_key = api_key or None
-        self._http = JsonPoster(
-            PROVIDER,
-            deadline=deadline,
-            max_attempts=max_attempts,
-            sleep=sleep,
-            transport=transport,
-            secrets=[api_key],
-        )
 
     def __repr__(self) -> str:
         return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
