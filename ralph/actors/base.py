@@ -12,6 +12,9 @@ from ralph.providers.base import ChatClient
 if TYPE_CHECKING:
     from ralph.actors.trace import Trajectory
 
+# the seam: what other packages use
+__all__ = ["Actor", "ActorContext", "ActorResult", "ToolCall"]
+
 
 @dataclass
 class ToolCall:

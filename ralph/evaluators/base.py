@@ -19,6 +19,14 @@ from ralph.records import (
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline, CheckVerdict
 
+__all__ = [
+    "Check",
+    "CheckOutcome",
+    "Evaluation",
+    "Evaluator",
+    "OutputCallback",
+]  # the seam: what other packages use
+
 OutputCallback = Callable[[str, str], None]
 
 

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from ralph.config import Settings
     from ralph.evaluators.base import Evaluation
 
+# the seam: what other packages use
+__all__ = ["LoopRunner"]
+
 
 @dataclass
 class LoopRunner:

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from ralph.reflection.reflector import Reflector
     from ralph.workspace.base import Workspace
 
+# the seam: what other packages use
+__all__ = ["Parts", "Reporter"]
+
 
 class Reporter(Protocol):
     """Receives the loop's events; cli/live.py has the rich, plain and silent ones."""

@@ -17,6 +17,9 @@ from ralph.config import KEYS, ROLES, Role, Settings, from_mapping
 from ralph.records import IterationRecord, Usage, sum_costs, utc_now
 from ralph.workspace.base import GitState
 
+# the seam: what other packages use
+__all__ = ["BaselineSummary", "LoopState", "Totals"]
+
 
 @dataclass(frozen=True)
 class BaselineSummary:

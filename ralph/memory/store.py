@@ -32,6 +32,15 @@ from ralph.memory.state import LoopState as LoopState  # the state file's model,
 from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
 
+__all__ = [
+    "STATUSES",
+    "LoopListing",
+    "MemoryStore",
+    "RecordFile",
+    "load_record_file",
+    "parse_state",
+]  # the seam: what other packages use
+
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+# the seam: what other packages use
+__all__ = ["ChatClient", "ChatResponse", "Message"]
+
 
 @dataclass
 class Message:

@@ -20,6 +20,15 @@ from typing import Any, Literal, Protocol
 from ralph.records import Action, ActionType, Changes, TotalChanges
 from ralph.redact import redact
 
+__all__ = [
+    "ChangeSet",
+    "FileChange",
+    "GitState",
+    "Workspace",
+    "cap_diff",
+    "name_some",
+]  # the seam: what other packages use
+
 DIFF_CAP = 4000  # characters of diff kept per action in a record
 
 ChangeKind = Literal["modified", "created", "deleted"]
