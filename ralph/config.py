@@ -88,6 +88,9 @@ class Settings:
     memory_tokens: int = 2000
     patience: int = 3
     lessons: int = 3
+    # ISO time: lessons only from records written before it (`ralph bench` keeps its runs from
+    # learning from each other this way)
+    lessons_before: str | None = None
     budget_usd: float | None = None
     max_tokens: int | None = None
     timeout: float | None = None
@@ -250,6 +253,10 @@ def _validate(source: str, data: dict[str, Any]) -> None:
         raise ConfigError(
             f"{source}: {bad} is not a finite number", hint="NaN and infinity are not settings"
         )
+    if data.get("lessons_before") is not None:
+        if hasattr(data["lessons_before"], "isoformat"):  # YAML read an unquoted time as one
+            data["lessons_before"] = data["lessons_before"].isoformat()
+        lessons_cutoff(data["lessons_before"], f"{source}: lessons_before")
     # the two keys whose valid values a user must be told by name (the schema's oneOf cannot)
     if "success" in data:
         validate_success(data["success"], f"{source}: success")
@@ -338,7 +345,9 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if key in ("actor", "reflector", "test") or (key in DURATION_KEYS and value is not None):
+        if key in ("actor", "reflector", "test", "lessons_before") or (
+            key in DURATION_KEYS and value is not None
+        ):
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]
@@ -435,3 +444,16 @@ def model_args(actor_args: Sequence[str]) -> list[str]:
         if arg.startswith("--model="):
             return ["--model", arg.split("=", 1)[1]]
     return []
+
+
+def lessons_cutoff(value: Any, where: str = "lessons_before") -> float:
+    """`lessons_before` as seconds since the epoch; a timestamp without a zone is UTC."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ConfigError(
+            f"{where}: {value!r} is not an ISO time", hint="e.g. 2026-11-23T18:00:00+00:00"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()

@@ -92,12 +92,18 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     assert record["arms"]["no-memory"]["argv"] == ["--omega", "0", "--lessons", "0"]
     assert len(record["runs"]) == 4 and record["commit"] == git(project, "rev-parse", "main")
     assert "<polyline" in page.read_text() and "no-memory" in page.read_text()
+    # isolation: every run learns only from records older than the bench, never from another run
+    started = record["started_at"]
+    for loop_id in record["runs"].values():
+        state = json.loads((project / ".aiwg/ralph/loops" / loop_id / "state.json").read_text())
+        assert state["settings"]["lessons_before"] == started
 
     # resume: nothing finished runs again; the same figures come back
     again = ralph("bench", tasks, "--resume", "--json", cwd=project)
     assert again.code == 0, again.err
     resumed = json.loads(again.out)
     assert resumed["arms"][0]["loops"] == reflexion["loops"]
+    assert json.loads(kept.read_text())["started_at"] == started
 
     table = ralph("bench", tasks, "--resume", cwd=project)
     assert "reflexion" in table.out and "100%" in table.out and "paired bootstrap" in table.out

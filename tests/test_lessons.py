@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from ralph import schemas
+from ralph.config import lessons_cutoff
+from ralph.errors import ConfigError
 from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts
 from ralph.memory.retrieval import deduplicate, fit_lessons, retrieve_lessons
 from ralph.memory.search import SearchIndex
@@ -170,6 +172,32 @@ def test_a_lesson_comes_from_another_loop_that_failed_the_same_way(store: Memory
     assert texts(retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT])) == [
         "Remove unused imports."
     ]
+
+
+def test_lessons_before_a_time_come_only_from_older_records(store: MemoryStore) -> None:
+    save(
+        store,
+        record("ralph-old", 1, errors=[NEGATIVE], lessons=["Old: use abs()."]),
+        record(
+            "ralph-new",
+            1,
+            errors=[NEGATIVE],
+            lessons=["New: use abs()."],
+            timestamp="2026-06-01T00:00:00Z",
+        ),
+    )
+    everything = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
+    assert sorted(texts(everything)) == ["New: use abs().", "Old: use abs()."]
+    cutoff = lessons_cutoff("2026-03-01T00:00:00Z")
+    older = retrieve_lessons(
+        store, exclude_loop="ralph-now", current_errors=[NEGATIVE], before=cutoff
+    )
+    assert texts(older) == ["Old: use abs()."]
+
+
+def test_a_bad_lessons_before_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="lessons_before: 'yesterday' is not an ISO time"):
+        lessons_cutoff("yesterday")
 
 
 def test_no_lesson_when_the_failure_is_different(store: MemoryStore) -> None:

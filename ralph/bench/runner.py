@@ -32,6 +32,7 @@ from ralph.ids import new_loop_id
 from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
 from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
+from ralph.records import utc_now
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -46,6 +47,10 @@ class BenchEntry(Entry):
     arm: str = ""
     repeat: int = 1
     flags: tuple[str, ...] = ()
+    lessons_before: str | None = None  # the bench's start: no run learns from another run
+
+    def env(self) -> dict[str, str]:
+        return {"RALPH_LESSONS_BEFORE": self.lessons_before} if self.lessons_before else {}
 
     def argv(self) -> list[str]:
         argv = super().argv()
@@ -105,6 +110,7 @@ def plan(
     """The runs, task by task with the arms interleaved; with `resume`, the earlier loops."""
     path = bench_dir(store, ident) / "bench.json"
     earlier: dict[str, str] = {}
+    started = utc_now()
     if resume:
         if not path.exists():
             raise StoreError(
@@ -113,13 +119,21 @@ def plan(
             )
         data = read_json(path)
         earlier = dict(data.get("runs") or {}) if isinstance(data, dict) else {}
+        started = str(data.get("started_at") or started) if isinstance(data, dict) else started
     entries = []
     for task in tasks:
         for repeat in range(1, repeats + 1):
             for arm, flags in arms.items():
                 key = f"{task.name}/{arm}/{repeat}"
                 loop_id = earlier.get(key) or new_loop_id(f"{task.name}-{arm}")
-                entry = BenchEntry(task, loop_id, arm=arm, repeat=repeat, flags=arm_argv(flags))
+                entry = BenchEntry(
+                    task,
+                    loop_id,
+                    arm=arm,
+                    repeat=repeat,
+                    flags=arm_argv(flags),
+                    lessons_before=started,
+                )
                 if key in earlier and store.state_path(loop_id).exists():
                     entry.refresh(store)
                     if entry.status in ("paused", "crashed"):
@@ -136,6 +150,7 @@ def plan(
             "bench_id": ident,
             "tasks_file": str(tasks_path.resolve()),
             "commit": commit,
+            "started_at": started,  # lessons come only from records older than the bench
             "repeats": repeats,
             "arms": {
                 name: {"flags": flags, "argv": list(arm_argv(flags))}

@@ -169,6 +169,10 @@ class Entry:
     branch: str | None = None
     worktree: str | None = None
 
+    def env(self) -> dict[str, str]:
+        """Variables the loop's process gets on top of ralph's own environment."""
+        return {}
+
     def argv(self) -> list[str]:
         ralph = [sys.executable, "-m", "ralph"]
         limit = self.task.max_iterations
@@ -330,7 +334,10 @@ class Batch:
         self.view.event(entry, f"{'resumed' if entry.resume else 'started'} {entry.loop_id}")
         try:
             result = process.run(
-                entry.argv(), cwd=self.root, on_start=lambda proc: self._started(entry, proc)
+                entry.argv(),
+                cwd=self.root,
+                env=entry.env(),
+                on_start=lambda proc: self._started(entry, proc),
             )
         finally:
             with self.lock:

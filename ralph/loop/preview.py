@@ -97,7 +97,14 @@ def preview_run(
     if evaluation.passed:
         return Preview(task, parts.actor.name, command, None, evaluation, notes)
     # the runner's own lookup, not a copy
-    lessons = steps.lessons(MemoryStore(home), loop_id, evaluation, settings.lessons, notes.append)
+    lessons = steps.lessons(
+        MemoryStore(home),
+        loop_id,
+        evaluation,
+        settings.lessons,
+        notes.append,
+        settings.lessons_before,
+    )
     context = prompts.actor_prompt_context(
         task=task,
         iteration=1,

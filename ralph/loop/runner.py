@@ -267,6 +267,7 @@ class LoopRunner:
             self._last_evaluation,
             self.settings.lessons,
             self.reporter.note,
+            self.settings.lessons_before,
         )
         reverted, self._reverted = self._reverted, None
         self.reporter.phase(number, "prompt")

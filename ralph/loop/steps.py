@@ -89,6 +89,7 @@ def lessons(
     last: Evaluation | None,
     limit: int,
     note: Callable[[str], None],
+    before: str | None = None,
 ) -> list[Lesson]:
     """Lessons of other loops' failures like the last evaluation's (`--lessons`, 0 = none).
 
@@ -101,6 +102,7 @@ def lessons(
         return []  # no other loop to learn from: skip opening the index
     import sqlite3
 
+    from ralph.config import lessons_cutoff
     from ralph.memory.retrieval import retrieve_lessons
 
     try:
@@ -110,6 +112,7 @@ def lessons(
             current_errors=last.relevant_errors(),
             fingerprint=last.fingerprint,
             limit=limit,
+            before=lessons_cutoff(before) if before else None,
         )
     except (RalphError, OSError, sqlite3.Error) as exc:
         note(f"lessons from other loops skipped: {exc}")

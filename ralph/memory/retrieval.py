@@ -34,13 +34,17 @@ def retrieve_lessons(
     limit: int = 3,
     threshold: float = SIMILARITY_THRESHOLD,
     token_budget: int = LESSON_TOKENS,
+    before: float | None = None,
 ) -> list[Lesson]:
-    """The lessons of other loops' failures most like the current one (at most `limit`)."""
+    """The lessons of other loops' failures most like the current one (at most `limit`);
+    with `before` (epoch seconds), only from records written before then."""
     if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
         return []
     current = Failure.of_diagnostics(current_errors)
     with SearchIndex(store) as index:
-        candidates = index.similar_failures(current, fingerprint, exclude_loop=exclude_loop)
+        candidates = index.similar_failures(
+            current, fingerprint, exclude_loop=exclude_loop, before=before
+        )
     lessons: list[Lesson] = []
     for candidate in candidates:
         same = bool(fingerprint) and candidate.fingerprint == fingerprint

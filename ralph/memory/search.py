@@ -352,7 +352,12 @@ class SearchIndex:
         return hits
 
     def similar_failures(
-        self, failure: Failure, fingerprint: str | None, *, exclude_loop: str | None
+        self,
+        failure: Failure,
+        fingerprint: str | None,
+        *,
+        exclude_loop: str | None,
+        before: float | None = None,
     ) -> list[Candidate]:
         """Failed, non-obsolete records of other loops sharing something with `failure`.
 
@@ -364,7 +369,9 @@ class SearchIndex:
             "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons"
             " FROM docs d WHERE d.valid = 1 AND d.passed = 0 AND d.obsolete = 0"
             " AND d.lessons IS NOT NULL AND d.loop_id IS NOT ?"
+            + (" AND d.ts < ?" if before is not None else "")
         )
+        scope: tuple[Any, ...] = (exclude_loop,) if before is None else (exclude_loop, before)
         rows: dict[tuple[str, int], Any] = {}
         tokens = list(dict.fromkeys(failure.query_tokens()))
         counts = dict.fromkeys(tokens, 0)
@@ -377,12 +384,12 @@ class SearchIndex:
             sql = base.replace("FROM docs d", "FROM failures f JOIN docs d ON d.id = f.rowid")
             for row in self.db.execute(
                 sql + " AND failures MATCH ? ORDER BY bm25(failures) LIMIT ?",
-                (exclude_loop, " OR ".join(chosen), CANDIDATES),
+                (*scope, " OR ".join(chosen), CANDIDATES),
             ):
                 rows[(row[0], row[1])] = row
         if fingerprint:
             for row in self.db.execute(
-                base + " AND d.fingerprint = ? LIMIT ?", (exclude_loop, fingerprint, CANDIDATES)
+                base + " AND d.fingerprint = ? LIMIT ?", (*scope, fingerprint, CANDIDATES)
             ):
                 rows[(row[0], row[1])] = row
         return [
