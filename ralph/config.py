@@ -32,7 +32,7 @@ DURATION_KEYS = (
     "check_timeout",
     "reflector_timeout",
 )
-BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet")
+BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet", "notify")
 
 
 def validate_role(value: Any, where: str) -> Role | None:
@@ -105,6 +105,8 @@ class Settings:
     worktree: bool = False
     json: bool = False
     quiet: bool = False
+    notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
+    notify_command: str | None = None
     success: str = "baseline"
     # not a setting: the checks the user named (--test, --check, RALPH_TEST/CHECK, `test:`)
     named_checks: list[str] = field(default_factory=list)
@@ -345,7 +347,7 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if key in ("actor", "reflector", "test", "lessons_before") or (
+        if key in ("actor", "reflector", "test", "lessons_before", "notify_command") or (
             key in DURATION_KEYS and value is not None
         ):
             value = raw

@@ -208,7 +208,7 @@ def _run_flags(**flags: Any) -> dict[str, Any]:
     checks = flags.pop("check", None)
     if checks:
         flags["checks"] = list(checks)
-    for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet"):
+    for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet", "notify"):
         if flags.get(key) is False:
             flags[key] = None
     if "strict" in flags:
@@ -225,7 +225,14 @@ def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[boo
     return as_json or settings.json, quiet or settings.quiet
 
 
-def _finish(result: Any, as_json: bool) -> None:
+def _finish(result: Any, as_json: bool, flags: dict[str, Any] | None = None) -> None:
+    from ralph import config
+    from ralph.cli.notify import notify
+    from ralph.loop import assembly as runner
+
+    settings = config.load(memory(runner.project_root()).root, flags or {})
+    if settings.notify:
+        notify(result, settings.notify_command)
     if as_json:
         print_json(result.to_json())
     raise typer.Exit(result.exit_code)
@@ -330,6 +337,15 @@ def run(
             "[env var: RALPH_SUCCESS=strict]",
         ),
     ] = False,
+    notify: Annotated[
+        bool,
+        typer.Option(
+            "--notify",
+            envvar="RALPH_NOTIFY",
+            help="Say when the loop ends: the terminal bell and a desktop notification "
+            "(notify-send, osascript), or `notify_command` from the config.",
+        ),
+    ] = False,
     config_file: ConfigOpt = None,
     dry_run: Annotated[
         bool,
@@ -352,7 +368,7 @@ def run(
         max_tokens=max_tokens, timeout=timeout, iteration_timeout=iteration_timeout,
         idle_timeout=idle_timeout, reflector_timeout=reflector_timeout, no_git=no_git,
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
-        config=config_file,
+        config=config_file, notify=notify,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
     if dry_run:
@@ -360,7 +376,7 @@ def run(
 
         raise typer.Exit(show_preview(task, flags, as_json=as_json))
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
-    _finish(result, as_json)
+    _finish(result, as_json, flags)
 
 
 def resume(
@@ -380,6 +396,15 @@ def resume(
     ] = None,
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    notify: Annotated[
+        bool,
+        typer.Option(
+            "--notify",
+            envvar="RALPH_NOTIFY",
+            help="Say when the loop ends: the terminal bell and a desktop notification "
+            "(notify-send, osascript), or `notify_command` from the config.",
+        ),
+    ] = False,
 ) -> None:
     """Continue a paused or crashed loop with the memory it had."""
     from ralph.cli import live as ui
@@ -388,7 +413,8 @@ def resume(
     if loop is not None:
         loop = loop_in(memory(), loop)
     flags = {"max_iterations": max_iterations}
-    _finish(runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet)), as_json)
+    result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
+    _finish(result, as_json, {"notify": notify or None})
 
 
 def status(
