@@ -48,13 +48,18 @@ def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """No developer setting leaks into a test: RALPH_*, step summary and proxy variables; and
-    no test writes the user's cache directory (ralph remembers mypy's version there)."""
+    no test writes the user's cache directory (ralph remembers mypy's version there).
+
+    The pytest that ralph runs on a generated project loads no plugins of this virtualenv:
+    importing hypothesis alone takes 1-3 s per run on a busy machine, and no generated project
+    uses a plugin (the suite's own pytest and its workers started before this is set)."""
     import os
 
     proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
     for name in list(os.environ):
         if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY" or name.lower() in proxies:
             monkeypatch.delenv(name)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "user-cache"))
 
 
