@@ -100,9 +100,7 @@ def prepare(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture
-def project(
-    templates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Path:
+def project(templates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """calc.py with one bug (test_negative fails), legacy.py with two old ruff findings."""
     return prepare(templates["plain"], tmp_path, monkeypatch)
 
