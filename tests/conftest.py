@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,19 +44,54 @@ def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -
     return invoke
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def isolate(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
     """No developer setting leaks into a test: RALPH_*, step summary and proxy variables; and
-    no test writes the user's cache directory (ralph remembers mypy's version there)."""
+    no test writes the user's cache directory (ralph remembers mypy's version there).
+
+    The pytest that ralph runs on a generated project loads no plugins of this virtualenv:
+    importing hypothesis alone takes 1-3 s per run on a busy machine, and no generated project
+    uses a plugin (the suite's own pytest and its workers started before this is set)."""
     import os
 
     proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
     for name in list(os.environ):
         if name.startswith("RALPH_") or name == "GITHUB_STEP_SUMMARY" or name.lower() in proxies:
             monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "user-cache"))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    isolate(monkeypatch, tmp_path_factory.getbasetemp() / "user-cache")
+
+
+@contextmanager
+def isolated_environment(factory: pytest.TempPathFactory) -> Iterator[pytest.MonkeyPatch]:
+    """The environment every test gets, for a module- or session-scoped fixture that prepares a
+    project once (its tests copy it); undone when the block ends."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        isolate(monkeypatch, factory.getbasetemp() / "user-cache")
+        yield monkeypatch
+
+
+def ralph_subprocess(*args: str, cwd: Path) -> CliResult:
+    """`python -m ralph ...` for fixtures wider than a test (the in-process `ralph` fixture
+    needs a test's capsys)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ralph", *args], cwd=cwd, capture_output=True, text=True
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+def copy_project(template: Path, destination: Path) -> Path:
+    """A prepared project (git repository and ralph's memory) for one test to change."""
+    shutil.copytree(template, destination, symlinks=True)
+    return destination
 
 
 @pytest.fixture

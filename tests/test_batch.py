@@ -137,6 +137,11 @@ def wait_for(predicate: Any, what: str, seconds: float = 90) -> None:
         time.sleep(0.05)
 
 
+def pids_in(folder: Path) -> list[int]:
+    """The pids the agents wrote (a file can exist a moment before its pid is in it)."""
+    return [int(text) for path in folder.iterdir() if (text := path.read_text())]
+
+
 def test_ctrl_c_stops_every_loop_resumably_and_resume_finishes_them(
     repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,14 +159,14 @@ def test_ctrl_c_stops_every_loop_resumably_and_resume_finishes_them(
         text=True,
     )
     try:
-        wait_for(lambda: len(list(started.iterdir())) == 2, "two agents to start")
+        wait_for(lambda: len(pids_in(started)) == 2, "two agents to start")
     except AssertionError:
         batch.kill()
         raise AssertionError(batch.communicate()[1]) from None
     store = MemoryStore(repo)
     ids = json.loads(batch_file(store, tasks).read_text())["loops"]
     assert not store.state_path(ids["sub-again"]).exists()  # both slots are taken
-    agents = [int(p.read_text()) for p in started.iterdir()]
+    agents = pids_in(started)
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=120)
     assert batch.returncode == 130, err

@@ -15,7 +15,7 @@ from ralph.memory.feedback import boost_confirmed, read_feedback, record_feedbac
 from ralph.memory.lessons import Lesson
 from ralph.memory.store import MemoryStore
 
-from .conftest import RunCli
+from .conftest import RunCli, copy_project, isolated_environment, ralph_subprocess
 from .fakes.calc_project import git, make_calc_repo
 
 AGENT = r"""
@@ -33,31 +33,60 @@ TESTS = (
 )
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = make_calc_repo(tmp_path / "repo", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
-    (tmp_path / "seen").mkdir()
-    (tmp_path / "agent.py").write_text(AGENT)
-    monkeypatch.setenv("SEEN_DIR", str(tmp_path / "seen"))
+def tools(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (folder / "seen").mkdir()
+    (folder / "agent.py").write_text(AGENT)
+    monkeypatch.setenv("SEEN_DIR", str(folder / "seen"))
     monkeypatch.setenv("CI", "true")
+
+
+def loop_args() -> list[str]:
+    actor = f"cmd:{sys.executable} {Path(os.environ['SEEN_DIR']).parent / 'agent.py'}"
+    test = f"{sys.executable} -m pytest -q"
+    args = ["run", "fix absolute() for negative numbers", "--actor", actor, "--test", test]
+    return [*args, "--reflector", "heuristic", "--json"]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Made once for the module: the buggy project after one loop that fixed it."""
+    folder = tmp_path_factory.mktemp("feedback")
+    with isolated_environment(tmp_path_factory) as monkeypatch:
+        root = make_calc_repo(folder / "repo", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
+        tools(folder, monkeypatch)
+        result = ralph_subprocess(*loop_args(), cwd=root)
+    assert result.code == 0, result.err
+    return root, str(json.loads(result.out)["loop_id"])
+
+
+@pytest.fixture
+def project(template: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the template project, with its tools; the finished loop is `finished`."""
+    root = copy_project(template[0], tmp_path / "repo")
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "t@example.invalid")
+    tools(tmp_path, monkeypatch)
     return root
+
+
+@pytest.fixture
+def finished(template: tuple[Path, str]) -> str:
+    return template[1]
 
 
 def run_loop(ralph: RunCli, root: Path) -> dict[str, Any]:
     git(root, "checkout", "-q", "main")  # every loop starts from the buggy commit
-    actor = f"cmd:{sys.executable} {Path(os.environ['SEEN_DIR']).parent / 'agent.py'}"
-    test = f"{sys.executable} -m pytest -q"
-    args = ["run", "fix absolute() for negative numbers", "--actor", actor, "--test", test]
-    result = ralph(*args, "--reflector", "heuristic", "--json", cwd=root)
+    result = ralph(*loop_args(), cwd=root)
     assert result.code == 0, result.err
     summary: dict[str, Any] = json.loads(result.out)
     return summary
 
 
 def test_a_rejected_success_is_stored_shown_retrieved_first_and_counted(
-    ralph: RunCli, project: Path
+    ralph: RunCli, project: Path, finished: str
 ) -> None:
-    first = run_loop(ralph, project)["loop_id"]
+    first = finished
     given = ralph("feedback", first, "--reject", "--note", "MARKER-broke-the-api", cwd=project)
     assert given.code == 0, given.err
     assert "feedback: rejected by a person" in given.out and "MARKER-broke-the-api" in given.out
@@ -69,7 +98,7 @@ def test_a_rejected_success_is_stored_shown_retrieved_first_and_counted(
     assert "feedback: rejected by a person" in shown.out and "MARKER-broke-the-api" in shown.out
 
     run_loop(ralph, project)  # the same failure again: the verdict is its first lesson
-    prompt = (Path(os.environ["SEEN_DIR"]) / "prompt-1.md").read_text()
+    prompt = (Path(os.environ["SEEN_DIR"]) / "prompt-0.md").read_text()  # its first prompt
     assert "MARKER-broke-the-api" in prompt
     assert "A person rejected a success of the loop" in prompt
 
@@ -85,16 +114,20 @@ def test_a_rejected_success_is_stored_shown_retrieved_first_and_counted(
     assert "acceptance 0" in ralph("analyze", cwd=project).out
 
 
-def test_feedback_needs_one_verdict_and_a_known_finished_loop(ralph: RunCli, project: Path) -> None:
-    loop = run_loop(ralph, project)["loop_id"]
+def test_feedback_needs_one_verdict_and_a_known_finished_loop(
+    ralph: RunCli, project: Path, finished: str
+) -> None:
+    loop = finished
     both = ralph("feedback", loop, "--accept", "--reject", cwd=project)
     assert both.code == 2 and "exactly one verdict" in both.err
     unknown = ralph("feedback", "ralph-nope-00000000", "--accept", cwd=project)
     assert unknown.code == 2 and "Traceback" not in unknown.err
 
 
-def test_implicit_signals_never_replace_a_persons_verdict(ralph: RunCli, project: Path) -> None:
-    loop = run_loop(ralph, project)["loop_id"]
+def test_implicit_signals_never_replace_a_persons_verdict(
+    ralph: RunCli, project: Path, finished: str
+) -> None:
+    loop = finished
     store = MemoryStore(project)
     assert record_feedback(store, loop, "not_taken", source="prune") is not None
     assert ralph("feedback", loop, "--accept", cwd=project).code == 0

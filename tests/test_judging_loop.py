@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import RunCli
+from .conftest import RunCli, copy_project, isolated_environment, ralph_subprocess
 from .fakes.calc_project import git, make_calc_repo
 
 AGENT = r"""
@@ -57,24 +57,60 @@ select = ["F"]
 """
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """calc.py with one bug (test_negative fails), legacy.py with two old ruff findings."""
-    root = make_calc_repo(tmp_path / "repo", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
-    (root / "legacy.py").write_text(LEGACY)
-    (root / "pyproject.toml").write_text(PYPROJECT)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "legacy code and lint configuration")
+def on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ralph init` writes the bare `pytest` and `ruff` commands: this interpreter's must answer."""
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Made once for the module, copied by each test: "plain", calc.py with one bug
+    (test_negative fails) and legacy.py with two old ruff findings; "initialised", the same
+    after `ralph init`, committed."""
+    folder = tmp_path_factory.mktemp("judging")
+    with isolated_environment(tmp_path_factory) as monkeypatch:
+        on_path(monkeypatch)
+        root = make_calc_repo(folder / "plain", calc=BUGGY, tests=TESTS, monkeypatch=monkeypatch)
+        (root / "legacy.py").write_text(LEGACY)
+        (root / "pyproject.toml").write_text(PYPROJECT)
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "legacy code and lint configuration")
+        initialised = copy_project(root, folder / "initialised")
+        init = ralph_subprocess("init", cwd=initialised)
+        assert init.code == 0, init.err
+        git(initialised, "add", "-A")
+        git(initialised, "commit", "-q", "-m", "ralph init")
+    return {"plain": root, "initialised": initialised}
+
+
+def prepare(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = copy_project(template, tmp_path / "repo")
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "t@example.invalid")
     tools = tmp_path / "tools"
     (tools / "seen").mkdir(parents=True)
     (tools / "agent.py").write_text(AGENT)
     monkeypatch.setenv("SEEN_DIR", str(tools / "seen"))
     monkeypatch.setenv("PLAN", str(tools / "plan.json"))
     monkeypatch.setenv("CI", "true")
-    # `ralph init` writes the bare `pytest` and `ruff` commands: this interpreter's must answer
-    bin_dir = str(Path(sys.executable).parent)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    on_path(monkeypatch)
     return root
+
+
+@pytest.fixture
+def project(templates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """calc.py with one bug (test_negative fails), legacy.py with two old ruff findings."""
+    return prepare(templates["plain"], tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def initialised(
+    templates: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """`project` after `ralph init`, committed."""
+    return prepare(templates["initialised"], tmp_path, monkeypatch)
 
 
 def plan(steps: dict[str, dict[str, str]]) -> None:
@@ -135,13 +171,10 @@ def test_init_writes_the_failing_linter_as_a_guard_and_the_loop_ends_green_at_it
 
 
 def test_a_fix_that_adds_a_new_finding_is_not_done_and_the_next_prompt_names_exactly_it(
-    ralph: RunCli, project: Path
+    ralph: RunCli, initialised: Path
 ) -> None:
-    assert ralph("init", cwd=project).code == 0
-    git(project, "add", "-A")
-    git(project, "commit", "-q", "-m", "ralph init")
     plan({"1": {"calc.py": FIXED_WITH_NEW_FINDING}, "2": {"calc.py": FIXED}})
-    code, summary, err = run(ralph, project)
+    code, summary, err = run(ralph, initialised)
     assert code == 0, err
     assert summary["iterations"] == 2 and summary["reward_history"] == [0.5, 1.0]
     second = seen("prompt-2.md")
@@ -151,7 +184,7 @@ def test_a_fix_that_adds_a_new_finding_is_not_done_and_the_next_prompt_names_exa
     assert new_lines[0].startswith("- calc.py:1: ") and "`json` imported but unused" in new_lines[0]
     assert "new: not there before your change" in new_lines[0]
     assert "legacy.py" not in second
-    first = records(project, summary["loop_id"])[0]
+    first = records(initialised, summary["loop_id"])[0]
     assert first["evaluator_output"]["passed"] is False
     assert (first["ralph"]["fixed"], first["ralph"]["regressions"]) == (1, 1)
     reflection = first["self_reflection"]
@@ -163,17 +196,14 @@ def test_a_fix_that_adds_a_new_finding_is_not_done_and_the_next_prompt_names_exa
 
 
 def test_test_narrows_the_configured_pytest_instead_of_running_it_twice(
-    ralph: RunCli, project: Path
+    ralph: RunCli, initialised: Path
 ) -> None:
-    assert ralph("init", cwd=project).code == 0
-    git(project, "add", "-A")
-    git(project, "commit", "-q", "-m", "ralph init")
     plan({"1": {"calc.py": FIXED}})
     test = f"{sys.executable} -m pytest -q -p no:cacheprovider tests/test_calc.py"
-    code, summary, err = run(ralph, project, "--test", test)
+    code, summary, err = run(ralph, initialised, "--test", test)
     assert code == 0, err
     assert summary["targets"] == ["tests"] and summary["guards"] == ["ruff"]
-    (record,) = records(project, summary["loop_id"])
+    (record,) = records(initialised, summary["loop_id"])
     assert [r["tool"] for r in record["evaluator_output"]["results"]] == ["tests", "ruff"]
 
 
@@ -202,12 +232,9 @@ def test_an_attempt_worse_than_the_baseline_is_rolled_back_and_the_prompt_matche
     assert summary["best_reward"] is not None and summary["best_reward"] <= 0.99
 
 
-def test_strict_makes_the_old_findings_a_target(ralph: RunCli, project: Path) -> None:
-    assert ralph("init", cwd=project).code == 0
-    git(project, "add", "-A")
-    git(project, "commit", "-q", "-m", "ralph init")
+def test_strict_makes_the_old_findings_a_target(ralph: RunCli, initialised: Path) -> None:
     plan({"1": {"calc.py": FIXED}})
-    code, summary, err = run(ralph, project, "--strict", "--max-iterations", "1")
+    code, summary, err = run(ralph, initialised, "--strict", "--max-iterations", "1")
     assert code == 1, err
     assert summary["targets"] == ["pytest", "ruff"] and summary["guards"] == []
     assert "legacy.py" in seen("prompt-1.md")
@@ -226,11 +253,12 @@ def test_nothing_to_do_when_only_a_guard_fails(ralph: RunCli, project: Path) -> 
     assert "no target fails: ruff failed before the loop" in err and "--strict" in err
 
 
-def test_init_leaves_out_a_check_that_cannot_run(ralph: RunCli, tmp_path: Path) -> None:
+def test_init_leaves_out_a_check_that_cannot_run(
+    ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "mypy.ini").write_text("[mypy]\n")  # no Python files: mypy cannot run
     (tmp_path / "ruff.toml").write_text("")
-    bin_dir = str(Path(sys.executable).parent)
-    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    on_path(monkeypatch)
     result = ralph("init", cwd=tmp_path)
     assert result.code == 0, result.err
     assert "mypy: left out, could not run" in result.out

@@ -28,7 +28,7 @@ from ralph.records import (
     SelfReflection,
 )
 
-from .conftest import RunCli
+from .conftest import RunCli, copy_project, isolated_environment, ralph_subprocess
 from .fakes.calc_project import git, make_calc_repo
 from .fakes.provider_server import FakeProvider
 
@@ -394,26 +394,63 @@ REFLECTION = {
 }
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = make_calc_repo(
-        tmp_path / "repo", calc=VERSIONS["zero"], tests=TESTS, monkeypatch=monkeypatch
-    )
-    (tmp_path / "actor.py").write_text(ACTOR)
-    monkeypatch.setenv("PLAN", str(tmp_path / "plan.json"))
-    monkeypatch.setenv("CI", "true")
-    return root
-
-
-def run_loop(ralph: RunCli, project: Path, steps: dict[str, str], *extra: str) -> dict[str, Any]:
-    """One `ralph run` from a clean main branch; the actor writes calc.py versions by iteration."""
-    git(project, "checkout", "-q", "main")
+def loop_args(steps: dict[str, str], *extra: str) -> list[str]:
+    """`ralph run` arguments; the actor writes calc.py versions by iteration (into PLAN)."""
     plan = {k: {"write": {"calc.py": VERSIONS[v]}} for k, v in steps.items()}
     Path(os.environ["PLAN"]).write_text(json.dumps(plan))
     actor = f"cmd:{sys.executable} {Path(os.environ['PLAN']).parent / 'actor.py'}"
     test = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
-    args = ["run", "make f pass", "--actor", actor, "--test", test, "--json", *extra]
-    result = ralph(*args, cwd=project)
+    return ["run", "make f pass", "--actor", actor, "--test", test, "--json", *extra]
+
+
+def tools(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (folder / "actor.py").write_text(ACTOR)
+    monkeypatch.setenv("PLAN", str(folder / "plan.json"))
+    monkeypatch.setenv("CI", "true")
+
+
+@pytest.fixture(scope="module")
+def after_loop_a(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Loop A, run once for the module: fails only test_negative, reflects (fake LLM) with
+    LESSON, then succeeds. Each test copies the project it leaves."""
+    folder = tmp_path_factory.mktemp("loop-a")
+    with isolated_environment(tmp_path_factory) as monkeypatch:
+        root = make_calc_repo(
+            folder / "repo", calc=VERSIONS["zero"], tests=TESTS, monkeypatch=monkeypatch
+        )
+        tools(folder, monkeypatch)
+        with FakeProvider(default_text=json.dumps(REFLECTION)) as fake:
+            for name, value in fake.environ().items():
+                monkeypatch.setenv(name, value)
+            args = loop_args({"1": "no-sign", "2": "full"}, "--reflector", "openai:gpt-4o-mini")
+            result = ralph_subprocess(*args, cwd=root)
+    assert result.code == 0, result.err
+    a = json.loads(result.out)
+    assert a["stop_reason"] == "success" and a["iterations"] == 2
+    return root, str(a["loop_id"])
+
+
+@pytest.fixture
+def project(
+    after_loop_a: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    root = copy_project(after_loop_a[0], tmp_path / "repo")
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "t@example.invalid")
+    tools(tmp_path, monkeypatch)
+    return root
+
+
+@pytest.fixture
+def loop_a(after_loop_a: tuple[Path, str]) -> str:
+    return after_loop_a[1]
+
+
+def run_loop(ralph: RunCli, project: Path, steps: dict[str, str], *extra: str) -> dict[str, Any]:
+    """One `ralph run` from a clean main branch."""
+    git(project, "checkout", "-q", "main")
+    result = ralph(*loop_args(steps, *extra), cwd=project)
     assert result.code in (0, 1), result.err
     summary: dict[str, Any] = json.loads(result.out)
     return summary
@@ -421,19 +458,6 @@ def run_loop(ralph: RunCli, project: Path, steps: dict[str, str], *extra: str) -
 
 def prompt(project: Path, loop_id: str, iteration: int) -> str:
     return (MemoryStore(project).artifacts_dir(loop_id, iteration) / "prompt.md").read_text()
-
-
-@pytest.fixture
-def loop_a(ralph: RunCli, project: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Loop A: fails only test_negative, reflects (fake LLM) with LESSON, then succeeds."""
-    with FakeProvider(default_text=json.dumps(REFLECTION)) as fake:
-        for name, value in fake.environ().items():
-            monkeypatch.setenv(name, value)
-        steps = {"1": "no-sign", "2": "full"}
-        a = run_loop(ralph, project, steps, "--reflector", "openai:gpt-4o-mini")
-    assert a["stop_reason"] == "success" and a["iterations"] == 2
-    loop_id: str = a["loop_id"]
-    return loop_id
 
 
 def test_loop_b_failing_like_loop_a_gets_its_lesson_and_it_helped(

@@ -118,12 +118,16 @@ def test_listing_a_thousand_loops_reads_only_state_files(
 ) -> None:
     store = MemoryStore(tmp_path)
     data = json.dumps(record_for("ralph-a-1", 1).to_json())
-    for i in range(1000):
+    store.write_state(LoopState("ralph-loop-0000", "task 0", status="completed", iteration=1))
+    state = store.state_path("ralph-loop-0000").read_text()  # one real state, copied: 1000
+    for i in range(1000):  # fsynced writes would take seconds and prove nothing here
         loop_id = f"ralph-loop-{i:04d}"
         folder = store.reflections_dir(loop_id)
         folder.mkdir(parents=True)
         (folder / "001.json").write_text(data)
-        store.write_state(LoopState(loop_id, f"task {i}", status="completed", iteration=1))
+        text = state.replace("ralph-loop-0000", loop_id).replace('"task 0"', f'"task {i}"')
+        store.loop_dir(loop_id).mkdir(parents=True, exist_ok=True)
+        store.state_path(loop_id).write_text(text)
     opened: list[str] = []
     real = store_module.read_json
 

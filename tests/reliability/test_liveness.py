@@ -72,12 +72,14 @@ def zombie() -> int:
     return proc.pid
 
 
-@pytest.mark.parametrize("pid", ["1", "reused", "zombie"])
 def test_a_loop_runs_while_its_lock_is_held_whatever_its_pid(
-    pid: str, ralph: RunCli, project: Path, tmp_path: Path
+    ralph: RunCli, project: Path, tmp_path: Path
 ) -> None:
     """A reused pid, a zombie, or PID 1 of a container (`unshare -p -f --mount-proc ralph run`
-    then kill -9) read as "still running (pid 1)" and the loop could never be resumed."""
+    then kill -9) read as "still running (pid 1)" and the loop could never be resumed.
+
+    One loop serves every pid: while it runs, pids that are surely dead; after its kill -9,
+    pids that some live process answers to."""
     gate = tmp_path / "gate"
     plan(
         project,
@@ -91,16 +93,18 @@ def test_a_loop_runs_while_its_lock_is_held_whatever_its_pid(
     proc = start(project, *heuristic())
     wait_for("iteration 1's agent", agent_started(1))
     loop_id = loop_id_of(project)
-    fake = {"1": 1, "reused": os.getpid(), "zombie": zombie()}[pid]
-    set_pid(project, loop_id, 999_999_999 if pid != "1" else 2)  # a pid that is surely dead...
-    assert status_of(ralph, project, loop_id) == "running"  # ...yet the loop holds its lock
+    for dead in (999_999_999, 2):  # a pid that is surely dead (2: not PID 1)...
+        set_pid(project, loop_id, dead)
+        assert status_of(ralph, project, loop_id) == "running"  # ...yet the loop holds its lock
     gate.write_text("")
     code, _, err = finish(proc)
     assert code == -signal.SIGKILL, err
-    set_pid(project, loop_id, fake)  # after the kill: a pid some live process answers to
-    assert status_of(ralph, project, loop_id) == "crashed"
-    listed = json.loads(ralph("reflections", "list", "--json", cwd=project).out)
-    assert listed[0]["status"] == "crashed"
+    for name, fake in (("1", 1), ("reused", os.getpid()), ("zombie", zombie())):
+        set_pid(project, loop_id, fake)  # after the kill: a pid some live process answers to
+        assert status_of(ralph, project, loop_id) == "crashed", name
+        listed = json.loads(ralph("reflections", "list", "--json", cwd=project).out)
+        assert listed[0]["status"] == "crashed", name
+    plan(project, {"default": write("full")})  # the redone iteration 2 ends the loop
     resumed = ralph("resume", "--json", cwd=project)  # finds it as the loop to resume
     assert resumed.code == 0, resumed.err
     assert json.loads(resumed.out)["status"] == "completed"
