@@ -38,9 +38,10 @@ Definitions:
 - **agent actions** (`agent_actions`, per loop and overall): edits, reads, commands per
   iteration from the records' `ralph.trace`, and the share of attempts in which the agent ran
   the checks itself beside how often those passed (see `ralph.trace_stats`).
-- **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens and `cost_usd`
-  (each None when no record knows it: a `cmd:` actor's tokens are unknown, never 0) and the
-  phase durations in `ralph.duration_ms`.
+- **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens (None when no
+  record knows them: a `cmd:` actor's tokens are unknown, never 0), of `cost_usd` by the one
+  money rule (`records.sum_costs`: unknown as soon as one part is, as in `ralph status`), and
+  the phase durations in `ralph.duration_ms`.
 
 `--json` prints one object: `{"summary": {...}, "loops": [...], "invalid_files": [...]}`.
 `summary` holds `loops`, `green_loops`, `success_rate`, `success_at_k` (a map from k, as a
@@ -82,6 +83,7 @@ from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.store import STATUSES, MemoryStore
 from ralph.memory.transfer import status_from_records
+from ralph.records import sum_costs
 
 if TYPE_CHECKING:
     pass
@@ -368,7 +370,6 @@ def _analyse_loop(
                 )
             )
         previous = record.reward
-    costs = [r.cost_usd for r in records if r.cost_usd is not None]
     return LoopAnalysis(
         loop_id=loop_id,
         task=_task(state, files),
@@ -388,7 +389,7 @@ def _analyse_loop(
             Counter(r.category or "uncategorised" for r in records if not r.passed)
         ),
         tokens=known_sum([r.tokens for r in records]),
-        cost_usd=round(sum(costs), 6) if costs else None,
+        cost_usd=sum_costs(*(r.cost_usd for r in records)) if records else None,
         wall_seconds=sum(r.duration_ms for r in records) / 1000,
         invalid_files=len(files.invalid),
     )
@@ -398,7 +399,6 @@ def _summarise(loops: list[LoopAnalysis]) -> Summary:
     greens = [loop.iterations_to_green for loop in loops if loop.iterations_to_green is not None]
     top = max((loop.last_iteration for loop in loops), default=0)
     rates = [loop.learning_rate for loop in loops if loop.learning_rate is not None]
-    costs = [loop.cost_usd for loop in loops if loop.cost_usd is not None]
     return Summary(
         loops=len(loops),
         green_loops=len(greens),
@@ -410,7 +410,7 @@ def _summarise(loops: list[LoopAnalysis]) -> Summary:
         iterations=sum(len(loop.records) for loop in loops),
         breakthroughs=sum(len(loop.breakthroughs) for loop in loops),
         tokens=known_sum([loop.tokens for loop in loops]),
-        cost_usd=round(sum(costs), 6) if costs else None,
+        cost_usd=sum_costs(*(loop.cost_usd for loop in loops)) if loops else None,
         wall_seconds=float(sum(loop.wall_seconds for loop in loops)),
         failure_categories=_categories(loops),
         effectiveness=_effectiveness(loops),
