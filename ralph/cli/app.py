@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import doctor, finish, loops, many, reflections
+from ralph.cli import doctor, finish, loops, many, project, reflections
 from ralph.errors import RalphError
 
 app = typer.Typer(
@@ -31,10 +31,10 @@ app.command()(loops.run)
 app.command()(loops.resume)
 app.command()(loops.status)
 app.command()(loops.abort)
-app.command()(loops.check)
+app.command()(project.check)
 app.command("doctor")(doctor.doctor_command)
-app.command()(loops.init)
-app.command()(loops.demo)
+app.command()(project.init)
+app.command()(project.demo)
 app.command()(finish.apply)
 app.command()(finish.prune)
 app.add_typer(reflections.reflections_app, name="reflections")

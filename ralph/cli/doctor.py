@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from ralph.cli.common import ConfigOpt, console, print_json
-from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, _run_flags
+from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
 from ralph.errors import RalphError
 
 
@@ -60,7 +60,7 @@ def doctor_command(
 ) -> None:
     """Can a loop start here? Settings, actor, reflector, checks, git, memory, agent CLIs and
     providers in one table; exit 0 when a loop can start, 1 when not."""
-    flags = _run_flags(
+    flags = run_flags(
         actor=actor, model=model, reflector=reflector, test=test, check=check, config=config_file
     )
     rows = diagnose(flags, run_checks=not no_run, show_progress=not as_json)

@@ -1,9 +1,8 @@
-"""One loop from start to end: `init`, `run`, `resume`, `status`, `abort`, `check`, `demo`."""
+"""One loop from start to end: `run`, `resume`, `status`, `abort`."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -24,78 +23,6 @@ from ralph.cli.common import (
 
 # init --------------------------------------------------------------------------------------
 
-
-def init(
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
-    no_run: Annotated[
-        bool,
-        typer.Option("--no-run", help="Do not run the detected checks; write them without roles."),
-    ] = False,
-    interactive: Annotated[
-        bool,
-        typer.Option(
-            "--interactive", help="Ask, for each check failing now, whether the loop must fix it."
-        ),
-    ] = False,
-) -> None:
-    """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
-    a check that already fails is written as a guard, one that cannot run is left out."""
-    from dataclasses import replace
-
-    from ralph.config import Role
-    from ralph.evaluators import detect
-
-    store = memory()
-    path = detect.config_path(store, force=force)
-    checks = detect.detect_checks(store.root)
-    out = console()
-    if not checks:
-        detect.write_config(store, path, checks)
-        out.print(f"wrote {path}", markup=False, soft_wrap=True)
-        out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
-        return
-    kept = checks
-    if not no_run:
-        names = ", ".join(c.name for c in checks)
-        out.print(f"running {names} once, to see where the project stands ...", markup=False)
-        with out.status(f"running {names}"):
-            probes = detect.probe_checks(store.root, checks)
-        kept = []
-        for probe in probes:
-            role: Role | None = detect.role_for(probe)
-            if role == "guard" and interactive:
-                question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
-                role = "target" if typer.confirm(question, default=False) else "guard"
-            out.print(f"  {_probe_line(probe, role)}", markup=False)
-            if probe.kept:
-                kept.append(replace(probe.spec, role=role))
-    detect.write_config(store, path, kept)
-    out.print(f"wrote {path}", markup=False, soft_wrap=True)
-    for check in kept:
-        shown = f"  (role: {check.role})" if check.role else ""
-        out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
-    if any(c.role == "guard" for c in kept):
-        out.print(
-            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
-            "file, name it with --check NAME, or run with --strict",
-            markup=False,
-        )
-
-
-def _probe_line(probe: Any, role: str | None) -> str:
-    name = f"{probe.spec.name}:"
-    if not probe.kept:
-        return f"{name} left out, {probe.detail}"
-    if probe.status == "pass":
-        return f"{name} passes; a target (must stay green)"
-    if probe.spec.parser == "pytest":
-        return f"{name} {probe.detail}; those tests are the loop's targets"
-    if role == "target":
-        return f"{name} {probe.detail}; a target: the loop must fix them"
-    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
-
-
-# the loop ------------------------------------------------------------------------------------
 
 ActorOpt = Annotated[
     str | None,
@@ -203,7 +130,7 @@ def _flag(flag: str, help: str, *, envvar: str | None = None) -> Any:
     return typer.Option(flag, envvar=envvar or f"RALPH_{key}", help=help)
 
 
-def _run_flags(**flags: Any) -> dict[str, Any]:
+def run_flags(**flags: Any) -> dict[str, Any]:
     """Typer's values -> config keys; flags left at None were not given (config/env win)."""
     checks = flags.pop("check", None)
     if checks:
@@ -225,7 +152,7 @@ def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[boo
     return as_json or settings.json, quiet or settings.quiet
 
 
-def _finish(result: Any, as_json: bool, flags: dict[str, Any] | None = None) -> None:
+def finish_loop(result: Any, as_json: bool, flags: dict[str, Any] | None = None) -> None:
     from ralph import config
     from ralph.cli.notify import notify
     from ralph.loop import assembly as runner
@@ -361,7 +288,7 @@ def run(
     from ralph.cli import live as ui
     from ralph.loop import assembly as runner
 
-    flags = _run_flags(
+    flags = run_flags(
         actor=actor, model=model, reflector=reflector, test=test, check=check,
         max_iterations=max_iterations, omega=omega, window_policy=window_policy,
         memory_tokens=memory_tokens, lessons=lessons, patience=patience, budget_usd=budget_usd,
@@ -376,7 +303,7 @@ def run(
 
         raise typer.Exit(show_preview(task, flags, as_json=as_json))
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
-    _finish(result, as_json, flags)
+    finish_loop(result, as_json, flags)
 
 
 def resume(
@@ -414,7 +341,7 @@ def resume(
         loop = loop_in(memory(), loop)
     flags = {"max_iterations": max_iterations}
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
-    _finish(result, as_json, {"notify": notify or None})
+    finish_loop(result, as_json, {"notify": notify or None})
 
 
 def status(
@@ -475,67 +402,3 @@ def abort(loop: LoopArg) -> None:
             "signalled)",
             markup=False,
         )
-
-
-def check(
-    test: TestOpt = None,
-    check: CheckOpt = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the evaluator_output object.")
-    ] = False,
-    config_file: ConfigOpt = None,
-) -> None:
-    """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
-    from ralph import config
-    from ralph.cli.check_view import render_check_report
-    from ralph.cli.progress import check_progress
-    from ralph.loop import assembly as runner
-    from ralph.records import to_json
-
-    root = runner.project_root()
-    flags = _run_flags(test=test, check=check, config=config_file)
-    settings = config.load(memory(root).root, flags)
-    suite = runner.make_evaluator(settings)
-    suite.preflight()
-    with check_progress([c.spec.name for c in suite.checks], enabled=not as_json) as done:
-        evaluation = suite.evaluate(root, on_done=done)
-    if as_json:
-        print_json(to_json(evaluation.output))
-    else:
-        render_check_report(evaluation, console())
-    raise typer.Exit(0 if evaluation.passed else 1)
-
-
-def demo(
-    keep: Annotated[
-        Path | None, typer.Option("--keep", help="Build the demo repository here and keep it.")
-    ] = None,
-    actor: ActorOpt = None,
-    reflector: ReflectorOpt = None,
-    as_json: JsonFlag = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
-) -> None:
-    """Run the whole loop offline on a small buggy repository (scripted actor by default); the
-    repository is removed at the end unless --keep names where to build it."""
-    import shutil
-
-    from ralph.cli import demo
-    from ralph.cli import live as ui
-    from ralph.loop import assembly as runner
-
-    repo = demo.prepare(keep)
-    try:
-        out = console(stderr=as_json)
-        who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
-        out.print(f"ralph demo: {demo.TASK}", markup=False)
-        out.print(f"repository {repo}; {who}", markup=False)
-        reporter = ui.make_reporter(quiet=quiet)
-        reporter.next_steps = keep is not None  # no "apply" of a repository about to go
-        flags = demo.flags_for(actor, reflector)
-        result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
-        if not quiet:
-            demo.show_outcome(repo, result.loop_id, out, kept=keep is not None)
-    finally:
-        if keep is None:
-            shutil.rmtree(repo, ignore_errors=True)
-    _finish(result, as_json)

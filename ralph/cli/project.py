@@ -1,0 +1,155 @@
+"""Commands about the project rather than one loop: `init` (detect and probe the checks), `check`
+(the evaluator once, now), `demo` (the whole loop offline on a small buggy repository)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ralph.cli.common import (
+    ConfigOpt,
+    JsonFlag,
+    console,
+    memory,
+    print_json,
+)
+from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
+
+
+def init(
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    no_run: Annotated[
+        bool,
+        typer.Option("--no-run", help="Do not run the detected checks; write them without roles."),
+    ] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option(
+            "--interactive", help="Ask, for each check failing now, whether the loop must fix it."
+        ),
+    ] = False,
+) -> None:
+    """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
+    a check that already fails is written as a guard, one that cannot run is left out."""
+    from dataclasses import replace
+
+    from ralph.config import Role
+    from ralph.evaluators import detect
+
+    store = memory()
+    path = detect.config_path(store, force=force)
+    checks = detect.detect_checks(store.root)
+    out = console()
+    if not checks:
+        detect.write_config(store, path, checks)
+        out.print(f"wrote {path}", markup=False, soft_wrap=True)
+        out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
+        return
+    kept = checks
+    if not no_run:
+        names = ", ".join(c.name for c in checks)
+        out.print(f"running {names} once, to see where the project stands ...", markup=False)
+        with out.status(f"running {names}"):
+            probes = detect.probe_checks(store.root, checks)
+        kept = []
+        for probe in probes:
+            role: Role | None = detect.role_for(probe)
+            if role == "guard" and interactive:
+                question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
+                role = "target" if typer.confirm(question, default=False) else "guard"
+            out.print(f"  {_probe_line(probe, role)}", markup=False)
+            if probe.kept:
+                kept.append(replace(probe.spec, role=role))
+    detect.write_config(store, path, kept)
+    out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    for check in kept:
+        shown = f"  (role: {check.role})" if check.role else ""
+        out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
+    if any(c.role == "guard" for c in kept):
+        out.print(
+            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
+            "file, name it with --check NAME, or run with --strict",
+            markup=False,
+        )
+
+
+def _probe_line(probe: Any, role: str | None) -> str:
+    name = f"{probe.spec.name}:"
+    if not probe.kept:
+        return f"{name} left out, {probe.detail}"
+    if probe.status == "pass":
+        return f"{name} passes; a target (must stay green)"
+    if probe.spec.parser == "pytest":
+        return f"{name} {probe.detail}; those tests are the loop's targets"
+    if role == "target":
+        return f"{name} {probe.detail}; a target: the loop must fix them"
+    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
+
+
+# the loop ------------------------------------------------------------------------------------
+
+
+def check(
+    test: TestOpt = None,
+    check: CheckOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the evaluator_output object.")
+    ] = False,
+    config_file: ConfigOpt = None,
+) -> None:
+    """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
+    from ralph import config
+    from ralph.cli.check_view import render_check_report
+    from ralph.cli.progress import check_progress
+    from ralph.loop import assembly as runner
+    from ralph.records import to_json
+
+    root = runner.project_root()
+    flags = run_flags(test=test, check=check, config=config_file)
+    settings = config.load(memory(root).root, flags)
+    suite = runner.make_evaluator(settings)
+    suite.preflight()
+    with check_progress([c.spec.name for c in suite.checks], enabled=not as_json) as done:
+        evaluation = suite.evaluate(root, on_done=done)
+    if as_json:
+        print_json(to_json(evaluation.output))
+    else:
+        render_check_report(evaluation, console())
+    raise typer.Exit(0 if evaluation.passed else 1)
+
+
+def demo(
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Build the demo repository here and keep it.")
+    ] = None,
+    actor: ActorOpt = None,
+    reflector: ReflectorOpt = None,
+    as_json: JsonFlag = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+) -> None:
+    """Run the whole loop offline on a small buggy repository (scripted actor by default); the
+    repository is removed at the end unless --keep names where to build it."""
+    import shutil
+
+    from ralph.cli import demo
+    from ralph.cli import live as ui
+    from ralph.loop import assembly as runner
+
+    repo = demo.prepare(keep)
+    try:
+        out = console(stderr=as_json)
+        who = "a SCRIPTED actor (offline, no model)" if actor is None else f"actor {actor}"
+        out.print(f"ralph demo: {demo.TASK}", markup=False)
+        out.print(f"repository {repo}; {who}", markup=False)
+        reporter = ui.make_reporter(quiet=quiet)
+        reporter.next_steps = keep is not None  # no "apply" of a repository about to go
+        flags = demo.flags_for(actor, reflector)
+        result = runner.run_task(demo.TASK, flags, reporter, cwd=repo)
+        if not quiet:
+            demo.show_outcome(repo, result.loop_id, out, kept=keep is not None)
+    finally:
+        if keep is None:
+            shutil.rmtree(repo, ignore_errors=True)
+    finish_loop(result, as_json)
