@@ -180,7 +180,7 @@ def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]
 def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) -> list[Row]:
     from ralph.cli.progress import check_progress
     from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite, missing_tool
+    from ralph.evaluators.suite import CheckSuite, runnable_checks
     from ralph.loop.assembly import make_evaluator
 
     try:
@@ -191,16 +191,11 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
         hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD"
         return [Row("check", "-", "none", "no checks configured", False, hint)]
     rows: dict[str, Row] = {}
-    runnable = []
-    for item in suite.checks:
-        problem = missing_tool(item)
-        if problem is None:
-            runnable.append(item)
-        else:
-            message, package = problem
-            rows[item.spec.name] = Row(
-                "check", item.spec.name, "missing", message, False, f"pip install {package}"
-            )
+    runnable, missing = runnable_checks(suite.checks)
+    for item, (message, package) in missing:
+        rows[item.spec.name] = Row(
+            "check", item.spec.name, "missing", message, False, f"pip install {package}"
+        )
     if runnable and not run:
         for item in runnable:
             rows[item.spec.name] = Row("check", item.spec.name, "found", item.spec.command)

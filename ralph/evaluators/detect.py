@@ -107,17 +107,13 @@ def probe_checks(
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
     from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite, missing_tool
+    from ralph.evaluators.suite import CheckSuite, runnable_checks
 
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}
-    runnable = []
-    for check in suite.checks:
-        problem = missing_tool(check)
-        if problem is None:
-            runnable.append(check)
-        else:
-            probes[check.spec.name] = Probe(check.spec, "missing", problem[0])
+    runnable, missing = runnable_checks(suite.checks)
+    for check, (message, _) in missing:
+        probes[check.spec.name] = Probe(check.spec, "missing", message)
     if runnable:
         evaluation = CheckSuite.from_checks(runnable).evaluate(root, on_output=on_output)
         for outcome in evaluation.outcomes:

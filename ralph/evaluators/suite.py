@@ -207,6 +207,22 @@ def _run_one(
     return outcome
 
 
+def runnable_checks(
+    checks: Sequence[Check],
+) -> tuple[list[Check], list[tuple[Check, tuple[str, str]]]]:
+    """The checks whose tool is installed, and the others with what is missing (`missing_tool`):
+    `ralph init` and `ralph doctor` run the first and list the second."""
+    runnable: list[Check] = []
+    missing: list[tuple[Check, tuple[str, str]]] = []
+    for check in checks:
+        problem = missing_tool(check)
+        if problem is None:
+            runnable.append(check)
+        else:
+            missing.append((check, problem))
+    return runnable, missing
+
+
 def missing_tool(check: Check) -> tuple[str, str] | None:
     """(message, package to install) when the check's program or Python module is missing."""
     spec = check.spec
