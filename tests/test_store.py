@@ -204,3 +204,19 @@ def test_untouched_tells_whether_someone_else_wrote_the_file(tmp_path: Path) -> 
     store.state_path("ralph-a-1").unlink()
     assert not store.untouched(store.state_path("ralph-a-1"))
     assert not MemoryStore(tmp_path).untouched(path)  # another store never wrote it
+
+
+def test_loops_ending_in_the_same_second_are_ordered_by_which_was_written_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`latest` and `prune --keep` need an order: updated_at has whole seconds."""
+    from ralph.memory import store as store_module
+
+    monkeypatch.setattr(store_module, "utc_now", lambda: "2026-11-23T20:00:00Z")
+    store = MemoryStore(tmp_path)
+    store.ensure()
+    for loop_id in ("ralph-z-later-id", "ralph-a-earlier-id"):  # written z first, then a
+        store.write_state(LoopState(loop_id, "task", status="completed"))
+        os.utime(store.state_path(loop_id), ns=(0, 10**18 if loop_id.startswith("ralph-a") else 1))
+    assert [it.loop_id for it in store.list_loops()] == ["ralph-z-later-id", "ralph-a-earlier-id"]
+    assert store.latest_loop() == "ralph-a-earlier-id"

@@ -294,7 +294,16 @@ class MemoryStore:
             except StoreError as exc:
                 reason = "no state file" if not path.exists() else exc.message
                 listings.append(LoopListing(loop_id, None, count, reason))
-        listings.sort(key=lambda it: (it.state.updated_at if it.state else "", it.loop_id))
+        # updated_at has whole seconds: two loops ending in one second are told apart by which
+        # state file was written last (`latest`, `prune --keep` depend on the order)
+        written = {it.loop_id: _written_ns(self.state_path(it.loop_id)) for it in listings}
+        listings.sort(
+            key=lambda it: (
+                it.state.updated_at if it.state else "",
+                written[it.loop_id],
+                it.loop_id,
+            )
+        )
         return listings
 
     def latest_loop(self) -> str:
@@ -395,6 +404,13 @@ class MemoryStore:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
+
+
+def _written_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def load_record_file(path: Path, iteration: int) -> RecordFile:
