@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -220,6 +221,23 @@ def test_changes_report_each_kind_with_exact_counts(repo: Path) -> None:
     # the user's own index is untouched: nothing staged, new files still untracked
     assert git(repo, "diff", "--cached", "--name-only") == ""
     assert "?? pkg/" in git(repo, "status", "--porcelain")
+
+
+def test_a_same_size_edit_as_new_as_the_index_is_seen(repo: Path) -> None:
+    """git trusts an entry's stat (in whole seconds) unless the entry is as new as the index
+    file ("racy git"). The scratch copy of the index got a fresh mtime, so an edit of the same
+    size in the second of a checkout went unseen: a resumed attempt was recorded as no change.
+    Timestamps are set back here instead of waited for; ctime cannot be, so it is not trusted."""
+    git(repo, "config", "core.trustctime", "false")
+    past = (repo / "b.py").stat().st_mtime_ns - 10_000_000_000
+    os.utime(repo / "b.py", ns=(past, past))
+    git(repo, "update-index", "-q", "--refresh")  # the entry holds `past`; not racy yet
+    workspace = GitWorkspace(repo)
+    workspace.begin_iteration()
+    write(repo, "b.py", B_PY.replace("1", "3"))  # the same size, the same inode
+    os.utime(repo / "b.py", ns=(past, past))
+    os.utime(repo / ".git" / "index", ns=(past, past))  # the index written in that second too
+    assert [f.path for f in workspace.changes().files] == ["b.py"]
 
 
 def test_changes_are_relative_to_the_start_of_the_iteration(repo: Path) -> None:

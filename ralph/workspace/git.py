@@ -131,7 +131,10 @@ class GitWorkspace:
         with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
             path = Path(tmp) / "index"
             if self._index.exists():  # reuse the stat cache so `add -A` need not rehash
-                shutil.copyfile(self._index, path)
+                # with its mtime: git trusts an entry's stat unless the entry is as new as the
+                # index file ("racy git"); a fresh mtime hid a same-size edit made in the second
+                # of a checkout (git compares whole seconds)
+                shutil.copy2(self._index, path)
             yield {"GIT_INDEX_FILE": str(path)}
 
     def _stage_tree(

@@ -41,15 +41,16 @@ def llm_actor(*extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def rate_limit_forever(provider: FakeProvider, count: int = 40) -> None:
+def rate_limit_forever(provider: FakeProvider, count: int = 40, wait_ms: int = 300) -> None:
+    """429s asking for `wait_ms` (`retry-after-ms` wins over ralph's own backoff)."""
     for _ in range(count):
-        provider.script(status=429, headers={"retry-after-ms": "300"}, message="slow down")
+        provider.script(status=429, headers={"retry-after-ms": str(wait_ms)}, message="slow down")
 
 
 def test_429_forever_ends_at_the_time_budget_with_exit_3(
     ralph: RunCli, project: Path, provider: FakeProvider
 ) -> None:
-    rate_limit_forever(provider)
+    rate_limit_forever(provider)  # 5 waits of 0.3 s: the 1 s budget ends before 6 attempts
     result = ralph(*llm_actor("--timeout", "1"), cwd=project)
     assert result.code == 3, result.err
     summary = json.loads(result.out)
@@ -61,7 +62,7 @@ def test_429_forever_ends_at_the_time_budget_with_exit_3(
 def test_provider_giving_up_pauses_the_loop_and_resume_continues(
     ralph: RunCli, project: Path, provider: FakeProvider
 ) -> None:
-    rate_limit_forever(provider, count=6)
+    rate_limit_forever(provider, count=6, wait_ms=20)  # every attempt used, no time waited out
     result = ralph(*llm_actor(), cwd=project)
     assert result.code == 2, result.err
     assert "ralph: error: openai" in result.err and "429" in result.err
