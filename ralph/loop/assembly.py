@@ -142,6 +142,19 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
         return result
 
 
+def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Path, Path, Settings]:
+    """What `run` and `run --dry-run` start from: the task (refused when empty), the project's
+    root, where its memory lives and the settings."""
+    if not task.strip():
+        raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
+    # the one redaction rule: a token in the task is kept out of the state, the records, the
+    # prompts and the terminal like any other secret (README: Guarantees)
+    task = redact(task)
+    root = project_root(cwd)
+    home = MemoryStore.discover(root).root
+    return task, root, home, config.load(home, flags)
+
+
 def run_task(
     task: str,
     flags: dict[str, Any],
@@ -151,14 +164,7 @@ def run_task(
     cwd: Path | None = None,
     parts: Parts | None = None,
 ) -> LoopResult:
-    if not task.strip():
-        raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
-    # the one redaction rule: a token in the task is kept out of the state, the records, the
-    # prompts and the terminal like any other secret (README: Guarantees)
-    task = redact(task)
-    root = project_root(cwd)
-    home = MemoryStore.discover(root).root
-    settings = config.load(home, flags)
+    task, root, home, settings = intake(task, flags, cwd)
     loop_id = validate_loop_id(loop_id) if loop_id else new_loop_id(task)
     store = MemoryStore(home)
     if store.state_path(loop_id).exists():

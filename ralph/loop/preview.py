@@ -12,13 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ralph import config
-from ralph.errors import ConfigError
 from ralph.ids import new_loop_id
 from ralph.loop import steps
-from ralph.loop.assembly import build_parts, project_root
+from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
-from ralph.redact import redact
 from ralph.templates import render
 
 if TYPE_CHECKING:
@@ -75,12 +72,7 @@ def preview_run(
     from ralph.actors.registry import describe_actor, prompt_as_sent
     from ralph.loop import prompts
 
-    if not task.strip():
-        raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
-    task = redact(task)
-    root = project_root(cwd)
-    home = MemoryStore.discover(root).root
-    settings = config.load(home, flags)
+    task, root, home, settings = intake(task, flags, cwd)
     parts = build_parts(settings, root)
     parts.evaluator.preflight()
     parts.actor.preflight()
