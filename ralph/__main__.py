@@ -1,5 +1,5 @@
 """`python -m ralph`."""
 
-from ralph.cli.app import main
+from ralph.cli.entry import main
 
 main()

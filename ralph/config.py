@@ -238,7 +238,9 @@ def _check_name(command: str) -> str:
     return Path(words[0]).name if words else "shell"
 
 
-def _validate(source: str, data: dict[str, Any]) -> None:
+def _validate(source: str, data: dict[str, Any], *, schema: bool = True) -> None:
+    """Every rule a user is told by name, then the JSON schema (`schema=False`: not the schema,
+    whose import costs `ralph check`'s early start ~50 ms; the command validates it later)."""
     for key in data:
         if key not in KEYS:
             import difflib
@@ -265,12 +267,12 @@ def _validate(source: str, data: dict[str, Any]) -> None:
     for item in data.get("checks") or []:
         if isinstance(item, dict) and "role" in item:
             validate_role(item["role"], f"{source}: checks.{item.get('name', '?')}.role")
-    problems = schemas.errors(schemas.CONFIG, data)
+    problems = schemas.errors(schemas.CONFIG, data) if schema else []
     if problems:
         raise ConfigError(f"{source}: {problems[0]}", hint="see README section Configuration")
 
 
-def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
+def read_file(path: Path, *, required: bool = False, schema: bool = True) -> dict[str, Any]:
     """A YAML config file (or a TOML one: its [tool.ralph] table, else the whole document),
     validated; a missing file is an empty config unless `required` (a file the user named)."""
     if not path.is_file():
@@ -282,7 +284,7 @@ def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
     if path.suffix == ".toml":
         document = _read_toml(path)
         table = _tool_ralph(document)
-        return _checked(str(path), document if table is None else table, toml=True)
+        return _checked(str(path), document if table is None else table, toml=True, schema=schema)
     import yaml
 
     try:
@@ -290,13 +292,13 @@ def read_file(path: Path, *, required: bool = False) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read YAML: {first}") from None
-    return _checked(str(path), data)
+    return _checked(str(path), data, schema=schema)
 
 
 PYPROJECT = "pyproject.toml"
 
 
-def read_pyproject(root: Path) -> dict[str, Any]:
+def read_pyproject(root: Path, *, schema: bool = True) -> dict[str, Any]:
     """`[tool.ralph]` of the project's pyproject.toml, validated; keys may use dashes
     (`max-iterations`), as pyproject tables usually do."""
     path = root / PYPROJECT
@@ -305,7 +307,7 @@ def read_pyproject(root: Path) -> dict[str, Any]:
     table = _tool_ralph(_read_toml(path))
     if table is None:
         return {}
-    return _checked(f"{path} [tool.ralph]", table, toml=True)
+    return _checked(f"{path} [tool.ralph]", table, toml=True, schema=schema)
 
 
 def _tool_ralph(document: dict[str, Any]) -> Any:
@@ -322,17 +324,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read TOML: {exc}") from None
 
 
-def _checked(source: str, data: Any, *, toml: bool = False) -> dict[str, Any]:
+def _checked(source: str, data: Any, *, toml: bool = False, schema: bool = True) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
     settings = {str(key).replace("-", "_") if toml else key: v for key, v in data.items()}
-    _validate(source, settings)
+    _validate(source, settings, schema=schema)
     return settings
 
 
-def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True) -> dict[str, Any]:
     """`RALPH_<KEY>` variables, typed by the setting they name; unknown RALPH_* are errors."""
     import yaml
 
@@ -358,7 +360,7 @@ def read_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
         if key in BOOLEAN_KEYS and raw.strip().lower() in ("1", "0", "y", "n"):
             value = raw.strip().lower() in ("1", "y")  # CI's usual RALPH_QUIET=1
         data[key] = value
-    _validate("environment (RALPH_*)", data)
+    _validate("environment (RALPH_*)", data, schema=schema)
     return data
 
 
@@ -374,23 +376,29 @@ def load(
     root: Path,
     flags: dict[str, Any] | None = None,
     environ: dict[str, str] | os._Environ[str] | None = None,
+    *,
+    schema: bool = True,
 ) -> Settings:
     """Merge every source, later ones winning; flags equal to None were not given.
 
-    `flags` may carry `config`: the `--config FILE` (else `RALPH_CONFIG` names it)."""
+    `flags` may carry `config`: the `--config FILE` (else `RALPH_CONFIG` names it). `schema=False`
+    skips the JSON schema (only `ralph check`'s early start, which the command checks again)."""
     env_source = os.environ if environ is None else environ
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     extra = given.pop("config", None) or env_source.get("RALPH_CONFIG", "").strip() or None
     configured: dict[str, Any] = {}
-    for source in (read_pyproject(root), read_file(root / CONFIG_FILE)):
+    for source in (
+        read_pyproject(root, schema=schema),
+        read_file(root / CONFIG_FILE, schema=schema),
+    ):
         configured.update(source)
     if extra is not None:
-        configured.update(read_file(Path(extra).expanduser(), required=True))
+        configured.update(read_file(Path(extra).expanduser(), required=True, schema=schema))
     merged = dict(configured)
-    env = read_env(env_source)
+    env = read_env(env_source, schema=schema)
     merged.update(env)
     if given:
-        _validate("command line", given)
+        _validate("command line", given, schema=schema)
     merged.update(given)
     named = given.get("checks") or env.get("checks")
     if named:  # `--check NAME` selects the configured check of that name, with its command

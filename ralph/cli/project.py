@@ -101,6 +101,7 @@ def check(
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config
+    from ralph.cli import early
     from ralph.cli.check_view import render_check_report
     from ralph.cli.progress import check_progress
     from ralph.loop import assembly as runner
@@ -111,8 +112,12 @@ def check(
     settings = config.load(memory(root).root, flags)
     suite = runner.make_evaluator(settings)
     suite.preflight()
+    running = early.claim(suite, root)  # started before this command was parsed, if the same
     with check_progress([c.spec.name for c in suite.checks], enabled=not as_json) as done:
-        evaluation = suite.evaluate(root, on_done=done)
+        if running is not None:
+            evaluation = running.result(suite, on_done=done)
+        else:
+            evaluation = suite.evaluate(root, on_done=done)
     if as_json:
         print_json(to_json(evaluation.output))
     else:

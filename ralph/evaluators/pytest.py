@@ -29,10 +29,10 @@ from ralph.evaluators.command import (
     tool_pattern,
 )
 from ralph.files import private_tmp, scratch_prefix
-from ralph.memory.store import MemoryStore
 from ralph.process import ProcessResult
 from ralph.records import CheckStatus, Diagnostic, Metrics
 from ralph.redact import redact
+from ralph.workspace.locate import memory_root
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -71,7 +71,7 @@ class PytestCheck(CommandCheck):
     ) -> CheckOutcome:
         # in the memory's private folder, not /tmp: the report holds assertion text (secrets,
         # maybe), and what a kill -9 of ralph leaves behind is cleared later (store.private_tmp)
-        folder = private_tmp(MemoryStore.discover(cwd).root)
+        folder = private_tmp(memory_root(cwd))
         fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)

@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import process
-from ralph.config import CheckSpec
+from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
 from ralph.evaluators.command import kill_running_checks, make_result
-from ralph.evaluators.judge import JudgeCheck
-from ralph.evaluators.judging import Baseline, assign_roles, combine, judge_check, make_baseline
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
@@ -32,7 +30,15 @@ from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
 
 if TYPE_CHECKING:
-    pass
+    from ralph.evaluators.judging import Baseline
+
+
+def _judge_check(spec: CheckSpec, **options: Any) -> Check:
+    """The LLM judge, imported only where a check is one (`ralph check` starts without it)."""
+    from ralph.evaluators.judge import JudgeCheck
+
+    return JudgeCheck(spec, **options)
+
 
 DEFAULT_WEIGHTS = {"pytest": 0.5, "mypy": 0.3, "ruff": 0.2, "shell": 0.5}
 CHECK_CLASSES: dict[str, Callable[..., Check]] = {
@@ -40,7 +46,7 @@ CHECK_CLASSES: dict[str, Callable[..., Check]] = {
     "mypy": MypyCheck,
     "ruff": RuffCheck,
     "shell": ShellCheck,
-    "judge": JudgeCheck,
+    "judge": _judge_check,
 }
 PACKAGES = {"pytest": "pytest", "py.test": "pytest", "mypy": "mypy", "dmypy": "mypy"}
 DROP_HINT = (
@@ -76,6 +82,16 @@ class CheckSuite:
         self.last_logs: dict[str, str] = {}
 
     @classmethod
+    def from_settings(cls, settings: Settings) -> CheckSuite:
+        """The suite the settings name, with their weights, time limit and output cap."""
+        return cls(
+            settings.all_checks(),
+            settings.weights,
+            check_timeout=settings.check_timeout,
+            cap=settings.output_cap,
+        )
+
+    @classmethod
     def from_checks(
         cls, checks: Sequence[Check], weights: Mapping[str, float] | None = None
     ) -> CheckSuite:
@@ -86,6 +102,8 @@ class CheckSuite:
 
     def bind_loop(self, *, task: str, client: Any, base_commit: str | None) -> None:
         """Tell the judge checks what only the loop knows (evaluators/judge.py)."""
+        from ralph.evaluators.judge import JudgeCheck
+
         for check in self.checks:
             if isinstance(check, JudgeCheck):
                 check.bind(task=task, client=client, base_commit=base_commit)
@@ -119,9 +137,22 @@ class CheckSuite:
     ) -> Evaluation:
         """`on_output` receives (check name, output chunk) from the worker threads, `on_done`
         each check's outcome as it finishes (`ralph check`'s progress)."""
+        counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
+        outcomes = self.run_checks(cwd, counts, on_output=on_output, on_done=on_done)
+        return self.judge(outcomes, baseline)
+
+    def run_checks(
+        self,
+        cwd: Path,
+        baseline_counts: Mapping[str, int] | None = None,
+        *,
+        on_output: OutputCallback | None = None,
+        on_done: Callable[[CheckOutcome], None] | None = None,
+    ) -> list[CheckOutcome]:
+        """Every check at once, each in a worker thread; their outcomes, not yet judged."""
         if not self.checks:
             self.preflight()
-        counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
+        counts = baseline_counts or {}
         with ThreadPoolExecutor(len(self.checks), thread_name_prefix="ralph-check") as pool:
             futures = [
                 pool.submit(_run_one, check, cwd, counts.get(check.spec.name), on_output, on_done)
@@ -137,7 +168,7 @@ class CheckSuite:
                 kill_running_checks()
                 raise
         self.last_logs = {c.spec.name: getattr(c, "last_log", "") for c in self.checks}
-        return self.judge(outcomes, baseline)
+        return outcomes
 
     def evaluate_baseline(
         self,
@@ -150,6 +181,8 @@ class CheckSuite:
     ) -> Evaluation:
         """The untouched tree: run the checks, give each its role, judge the tree by them."""
         raw = self.evaluate(cwd, on_output=on_output, on_done=on_done)
+        from ralph.evaluators.judging import assign_roles, make_baseline
+
         roles = assign_roles(
             [c.spec for c in self.checks], raw.outcomes, named=set(named), success=success
         )
@@ -166,6 +199,8 @@ class CheckSuite:
 
     def judge(self, outcomes: Sequence[CheckOutcome], baseline: Baseline | None) -> Evaluation:
         """Each outcome's verdict against `baseline`, and the whole attempt's (see judging)."""
+        from ralph.evaluators.judging import combine, judge_check
+
         pairs = []
         for o in outcomes:
             o.verdict = judge_check(o, baseline.checks.get(o.spec.name) if baseline else None)

@@ -36,12 +36,7 @@ def project_root(start: Path | None = None) -> Path:
 def make_evaluator(settings: Settings) -> Any:
     from ralph.evaluators.suite import CheckSuite
 
-    return CheckSuite(
-        settings.all_checks(),
-        settings.weights,
-        check_timeout=settings.check_timeout,
-        cap=settings.output_cap,
-    )
+    return CheckSuite.from_settings(settings)
 
 
 def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]) -> Any:

@@ -78,20 +78,11 @@ class MemoryStore:
 
     @classmethod
     def discover(cls, start: Path | None = None) -> MemoryStore:
-        """The project's memory. In git: at the top of the main working tree, also from a
-        subfolder or a linked worktree (where `ralph run --worktree` keeps it), so every command
-        reads what the loops write. Outside git: the nearest folder upwards holding
-        `.aiwg/ralph`, else `start`."""
-        from ralph.workspace.locate import main_worktree
+        """The project's memory (`workspace.locate.memory_root`: the main working tree's top in
+        git, so a `--worktree` loop and every command read the same memory)."""
+        from ralph.workspace.locate import memory_root
 
-        here = (start or Path.cwd()).resolve()
-        main = main_worktree(here)
-        if main is not None:
-            return cls(main)
-        for candidate in (here, *here.parents):
-            if (candidate / AIWG_DIR).is_dir():
-                return cls(candidate)
-        return cls(here)
+        return cls(memory_root(start or Path.cwd()))
 
     # layout -----------------------------------------------------------------------------
     def reflections_dir(self, loop_id: str) -> Path:

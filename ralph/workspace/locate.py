@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from ralph.files import AIWG_DIR
+
 REV_PARSE_TIMEOUT = 30.0
 
 
@@ -54,3 +56,18 @@ def main_worktree(path: Path) -> Path | None:
         return None
     top, common = Path(lines[0]), Path(lines[1])
     return common.parent if common.name == ".git" else top
+
+
+def memory_root(start: Path) -> Path:
+    """Where the project's memory (`.aiwg/ralph`) lives: the main working tree's top in git,
+    also from a subfolder or a linked worktree (where `ralph run --worktree` works), so every
+    command reads what the loops write; outside git the nearest folder upwards holding it, else
+    `start`. Here, not in memory/store, so `ralph check` finds it before loading the store."""
+    here = start.resolve()
+    main = main_worktree(here)
+    if main is not None:
+        return main
+    for candidate in (here, *here.parents):
+        if (candidate / AIWG_DIR).is_dir():
+            return candidate
+    return here

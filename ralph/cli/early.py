@@ -1,0 +1,142 @@
+"""`ralph check` starts its checks before the CLI that asks for them is loaded.
+
+`ralph check`'s floor is its slowest check alone, and loading the CLI (typer, the pydantic
+adapters it builds its options with) and validating the config against its JSON schema cost
+about 200 ms before a check could start. So the console script (cli/entry.py), seeing
+`ralph check` with no option that could change which checks run (only `--json` may follow),
+starts the checks at once from the settings every other source gives, in a background thread.
+The command, once parsed and validated, `claim`s that evaluation only if its own checks are the
+same ones, on the same tree; otherwise the early checks are stopped and nothing of them is
+reported. Whatever goes wrong early is left for the command to find and report.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ralph.evaluators.base import CheckOutcome, Evaluation
+    from ralph.evaluators.suite import CheckSuite
+
+OPTIONS_THAT_KEEP_THE_CHECKS = frozenset({"--json"})
+
+
+def wanted(args: Sequence[str]) -> bool:
+    """`ralph check` whose checks the command line cannot change (`args`: after `ralph`)."""
+    return args[:1] == ["check"] and all(a in OPTIONS_THAT_KEEP_THE_CHECKS for a in args[1:])
+
+
+class EarlyEvaluation:
+    """The checks of `suite` running on `cwd` in a thread, until a command claims them."""
+
+    def __init__(self, suite: CheckSuite, cwd: Path) -> None:
+        self.suite = suite
+        self.cwd = cwd
+        self._lock = threading.Lock()
+        self._finished: list[CheckOutcome] = []
+        self._listener: Callable[[CheckOutcome], None] | None = None
+        self._outcomes: list[CheckOutcome] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ralph-early-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._outcomes = self.suite.run_checks(self.cwd, on_done=self._one_done)
+        except BaseException as error:  # handed to the thread that claims the result
+            self._error = error
+
+    def _one_done(self, outcome: CheckOutcome) -> None:
+        with self._lock:
+            self._finished.append(outcome)
+            listener = self._listener
+        if listener is not None:
+            listener(outcome)
+
+    def same_checks(self, suite: CheckSuite, cwd: Path) -> bool:
+        return cwd == self.cwd and _signature(suite) == _signature(self.suite)
+
+    def result(
+        self, suite: CheckSuite, on_done: Callable[[CheckOutcome], None] | None = None
+    ) -> Evaluation:
+        """Wait for the checks (Ctrl-C stops them), then judge them as `suite` would; `on_done`
+        hears of the checks already finished at once, of the others as they finish."""
+        from ralph.evaluators.command import kill_running_checks
+
+        if on_done is not None:
+            with self._lock:
+                self._listener = on_done
+                finished = list(self._finished)
+            for outcome in finished:
+                on_done(outcome)
+        try:
+            while self._thread.is_alive():
+                self._thread.join(timeout=0.25)  # short waits: Ctrl-C reaches this thread
+        except BaseException:
+            kill_running_checks()
+            raise
+        if self._error is not None:
+            raise self._error
+        suite.last_logs = self.suite.last_logs
+        return suite.judge(self._outcomes, None)
+
+    def stop(self) -> None:
+        """Stop the checks, unreported; a check that starts while stopping is stopped too."""
+        from ralph.evaluators.command import kill_running_checks
+
+        while self._thread.is_alive():
+            kill_running_checks()
+            self._thread.join(timeout=0.1)
+
+
+def _signature(suite: CheckSuite) -> list[tuple[Any, ...]]:
+    return [
+        (type(c), c.spec, getattr(c, "timeout", None), getattr(c, "cap", None))
+        for c in suite.checks
+    ]
+
+
+_pending: EarlyEvaluation | None = None
+
+
+def start(cwd: Path | None = None) -> None:
+    """Start the checks the settings name (no LLM judge: that spends money), if ralph can."""
+    global _pending
+    try:
+        from ralph import config
+        from ralph.evaluators.suite import CheckSuite
+        from ralph.workspace.locate import find_repo_root, memory_root
+
+        here = (cwd or Path.cwd()).resolve()
+        root = find_repo_root(here) or here
+        settings = config.load(memory_root(root), {}, schema=False)
+        suite = CheckSuite.from_settings(settings)
+        if any(c.spec.parser == "judge" for c in suite.checks):
+            return
+        suite.preflight()
+    except Exception:  # the command meets the same problem and reports it properly
+        return
+    _pending = EarlyEvaluation(suite, root)
+
+
+def claim(suite: CheckSuite, cwd: Path) -> EarlyEvaluation | None:
+    """The early evaluation if it runs exactly `suite`'s checks on `cwd`; else it is stopped."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is None:
+        return None
+    if pending.same_checks(suite, cwd):
+        return pending
+    pending.stop()
+    return None
+
+
+def cancel() -> None:
+    """Stop an early evaluation nobody claimed (the command failed before it got there)."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is not None:
+        pending.stop()

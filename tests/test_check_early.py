@@ -1,0 +1,173 @@
+"""`ralph check` starts its checks before the CLI is loaded (cli/early.py): the early evaluation
+is used only when it runs the command's very checks; otherwise, or when the command fails
+before it gets there, the early checks are stopped and nothing of them is reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ralph import config
+from ralph.cli import early
+from ralph.evaluators.base import CheckOutcome
+from ralph.evaluators.suite import CheckSuite
+
+# Writes its pid, then takes long enough that only a kill stops it before `late` is written.
+SLOW = "echo $$ > pid; sleep 60; echo late > late"
+
+
+def make_repo(path: Path, command: str) -> Path:
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / ".aiwg" / "ralph").mkdir(parents=True)
+    checks = [{"name": "probe", "command": command}]
+    (path / ".aiwg" / "ralph" / "config.yaml").write_text(json.dumps({"checks": checks}))
+    return path
+
+
+def ralph_process(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real console script's module (`python -m ralph`), as a user starts it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RALPH_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ralph", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def wait_for(path: Path, deadline: float = 60.0) -> str:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if path.is_file() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never appeared")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def no_pending() -> Iterator[None]:
+    yield
+    early.cancel()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check"], True),
+        (["check", "--json"], True),
+        (["check", "--check", "lint"], False),
+        (["check", "-t", "pytest"], False),
+        (["check", "-c", "other.yaml"], False),
+        (["check", "--help"], False),
+        (["run", "task"], False),
+        ([], False),
+    ],
+)
+def test_only_a_check_whose_checks_the_flags_cannot_change_starts_early(
+    args: list[str], expected: bool
+) -> None:
+    assert early.wanted(args) is expected
+
+
+def test_ralph_check_runs_each_check_once(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "echo run >> runs")
+    result = ralph_process(repo, "check", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["passed"] is True
+    assert (repo / "runs").read_text() == "run\n"  # started early and claimed, not run twice
+
+
+def test_a_failing_check_exits_1_with_its_report(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "echo broken; exit 3")
+    result = ralph_process(repo, "check", "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["passed"] is False and "broken" in report["results"][0]["stdout"]
+
+
+def test_a_flag_that_names_other_checks_never_starts_the_configured_ones(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "echo run >> runs")
+    result = ralph_process(repo, "check", "--json", "--check", "true")
+    assert result.returncode == 0, result.stderr
+    assert not (repo / "runs").exists()
+
+
+def test_a_config_error_stops_the_early_checks(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", SLOW)
+    config_file = repo / ".aiwg" / "ralph" / "config.yaml"
+    settings = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**settings, "omega": -1}))  # only the schema says no
+    result = ralph_process(repo, "check", "--json")
+    assert result.returncode == 2
+    assert result.stderr.startswith("ralph: error:") and "omega" in result.stderr
+    if (repo / "pid").exists():  # it had started: it must be stopped, not left running
+        assert gone(int((repo / "pid").read_text()))
+    assert not (repo / "late").exists()
+
+
+def test_the_early_evaluation_serves_the_same_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pending: None
+) -> None:
+    repo = make_repo(tmp_path / "repo", "echo run >> runs")
+    monkeypatch.chdir(repo)
+    early.start(repo)
+    suite = CheckSuite.from_settings(config.load(repo, {}))
+    running = early.claim(suite, repo.resolve())
+    assert running is not None
+    heard: list[CheckOutcome] = []
+    evaluation = running.result(suite, on_done=heard.append)
+    assert evaluation.passed and [o.spec.name for o in heard] == ["probe"]
+    assert (repo / "runs").read_text() == "run\n"
+    assert early.claim(suite, repo.resolve()) is None  # claimed once
+
+
+def test_other_checks_stop_the_early_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pending: None
+) -> None:
+    repo = make_repo(tmp_path / "repo", SLOW)
+    monkeypatch.chdir(repo)
+    early.start(repo)
+    pid = int(wait_for(repo / "pid"))
+    other = CheckSuite.from_settings(config.load(repo, {"checks": ["true"]}))
+    assert early.claim(other, repo.resolve()) is None
+    assert gone(pid) and not (repo / "late").exists()
+
+
+def test_cancel_stops_an_unclaimed_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo", SLOW)
+    monkeypatch.chdir(repo)
+    early.start(repo)
+    pid = int(wait_for(repo / "pid"))
+    early.cancel()
+    assert gone(pid) and not (repo / "late").exists()
+
+
+def test_nothing_starts_early_where_the_command_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pending: None
+) -> None:
+    repo = make_repo(tmp_path / "repo", "no-such-tool-ralph --flag")
+    monkeypatch.chdir(repo)
+    early.start(repo)  # the preflight fails: the command will say so, nothing runs meanwhile
+    suite = CheckSuite.from_settings(config.load(repo, {}))
+    assert early.claim(suite, repo.resolve()) is None
