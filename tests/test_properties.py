@@ -416,3 +416,20 @@ def test_any_answer_gives_a_valid_reflection_or_a_reason(answer: Any) -> None:
     }
     assert schemas.errors(schemas.RECORD, record) == []
     assert len(json.dumps(record)) < 64_000
+
+
+# Pieces of every credential shape, and their near misses, so generated text holds real hits.
+CREDENTIAL_PIECES = st.sampled_from(
+    ["sk-", "sk-ant-", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "AIza", "eyJ", ".eyJ"]
+    + ["Bearer ", "BEARER\t", "bearer", "aws_secret_access_key=", "AWS_SECRET_ACCESS_KEY: '"]
+    + ["-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "task-", "\n"]
+    + ["abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "_-", "/+=", " "]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(CREDENTIAL_PIECES | st.text(max_size=5), max_size=40).map("".join))
+def test_the_quick_look_for_credentials_agrees_with_the_full_pattern(text: str) -> None:
+    from ralph.redact import CREDENTIAL_SHAPES, _may_hold_credential
+
+    assert _may_hold_credential(text) is (CREDENTIAL_SHAPES.search(text) is not None)
