@@ -420,10 +420,12 @@ def test_any_answer_gives_a_valid_reflection_or_a_reason(answer: Any) -> None:
 
 # Pieces of every credential shape, and their near misses, so generated text holds real hits.
 CREDENTIAL_PIECES = st.sampled_from(
-    ["sk-", "sk-ant-", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "AIza", "eyJ", ".eyJ"]
-    + ["Bearer ", "BEARER\t", "bearer", "aws_secret_access_key=", "AWS_SECRET_ACCESS_KEY: '"]
-    + ["-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "task-", "\n"]
-    + ["abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "_-", "/+=", " "]
+    [
+        *("sk-", "sk-ant-", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "AIza", "eyJ", ".eyJ"),
+        *("Bearer ", "BEARER\t", "bearer", "aws_secret_access_key=", "AWS_SECRET_ACCESS_KEY: '"),
+        *("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "task-", "\n"),
+        *("abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "_-", "/+=", " "),
+    ]
 )
 
 

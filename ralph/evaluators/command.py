@@ -40,6 +40,7 @@ class CommandCheck:
         self.timeout = timeout if spec.timeout is None else (spec.timeout or None)
         self.cap = cap
         self.last_log = ""
+        self.environment: dict[str, str] = {}  # over ralph's own: `CheckSuite.use_environment`
 
     def tool(self) -> str:
         return executable_of(self.spec.command) or "sh"
@@ -102,7 +103,7 @@ class CommandCheck:
             res = process.run(
                 command,
                 cwd=cwd,
-                env=env,
+                env={**self.environment, **(env or {})},
                 wall_timeout=self.timeout,
                 cap=self.cap,
                 on_output=forward if on_output is not None else None,

@@ -21,7 +21,7 @@ from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
-from ralph.evaluators.command import kill_running_checks, make_result
+from ralph.evaluators.command import CommandCheck, kill_running_checks, make_result
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
@@ -107,6 +107,13 @@ class CheckSuite:
         for check in self.checks:
             if isinstance(check, JudgeCheck):
                 check.bind(task=task, client=client, base_commit=base_commit)
+
+    def use_environment(self, variables: Mapping[str, str]) -> None:
+        """Run every command check with `variables` over ralph's environment (a worktree loop's
+        `PYTHONPATH`: workspace/worktree.import_path)."""
+        for check in self.checks:
+            if isinstance(check, CommandCheck):
+                check.environment = dict(variables)
 
     def preflight(self) -> None:
         if not self.checks:

@@ -67,9 +67,14 @@ def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | Non
         environ=env,
         base_dir=root,
     )
+    evaluator = make_evaluator(settings)
+    if not settings.no_git:
+        from ralph.workspace.worktree import import_path
+
+        evaluator.use_environment(import_path(root, env))  # a worktree's own code first
     return Parts(
         actor=actor,
-        evaluator=make_evaluator(settings),
+        evaluator=evaluator,
         reflector=make_reflector(settings, actor, root, env),
         workspace=open_workspace(root, use_git=not settings.no_git),
     )
@@ -182,12 +187,14 @@ def _run_in_worktree(
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
     from ralph.workspace.base import name_some
     from ralph.workspace.git import GitWorkspace
-    from ralph.workspace.worktree import add_worktree, remove_worktree
+    from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
     if settings.no_git:
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
+    for name, value in import_path(workdir, os.environ).items():
+        reporter.note(f"the checks import the worktree's code first: {name}={value}")
     dirty = GitWorkspace(root).dirty_files()
     if dirty:
         reporter.note(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from ralph.errors import PreflightError
@@ -48,3 +50,24 @@ def remove_worktree(path: Path, *, force: bool = False) -> bool:
         return False
     args = ["worktree", "remove", *(["--force"] if force else []), str(path)]
     return Git(top).run(*args, check=False)[0] == 0
+
+
+PYTHON_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def import_path(workdir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """`PYTHONPATH` for the checks of a loop working in a linked worktree: its own code first.
+
+    A project installed editable (`pip install -e .`) is imported from the main tree, so in a
+    worktree the tests would check the user's checkout, never the agent's changes, and a loop
+    could neither succeed nor fail for the right reason. The worktree's `src/` (src layout),
+    else its top, goes before whatever `PYTHONPATH` already holds. Empty where `workdir` is not a
+    linked worktree or holds no Python project."""
+    main = main_worktree(workdir)
+    if main is None or main.resolve() == workdir.resolve():
+        return {}
+    if not any((workdir / name).is_file() for name in PYTHON_PROJECT_FILES):
+        return {}
+    code = workdir / "src" if (workdir / "src").is_dir() else workdir
+    existing = environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join([str(code), existing]) if existing else str(code)}

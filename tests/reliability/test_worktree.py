@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,66 @@ def test_worktree_loop_killed_then_resumed_from_the_main_tree(ralph: RunCli, pro
     assert git(project, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert_no_leftovers()
     assert_invariants(project)
+
+
+def src_project(path: Path) -> Path:
+    """A src-layout package whose test fails until `VALUE` is 2, committed on `main`."""
+    (path / "src" / "calcpkg").mkdir(parents=True)
+    (path / "tests").mkdir()
+    (path / "pyproject.toml").write_text('[project]\nname = "calcpkg"\nversion = "0"\n')
+    (path / "src" / "calcpkg" / "__init__.py").write_text("VALUE = 1\n")
+    (path / "tests" / "test_value.py").write_text(
+        "import calcpkg\n\ndef test_value():\n    assert calcpkg.VALUE == 2\n"
+    )
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    return path
+
+
+def test_a_worktree_loop_tests_the_worktrees_code_not_the_installed_checkout(
+    ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = src_project(tmp_path / "repo")
+    # what `pip install -e .` of the main tree does: its src/ importable from anywhere
+    monkeypatch.setenv("PYTHONPATH", str(repo / "src"))
+    fix = f"{sys.executable} -c \"open('src/calcpkg/__init__.py', 'w').write('VALUE = 2\\n')\""
+    result = ralph(
+        "run",
+        "make the value test pass",
+        "--actor",
+        f"cmd:{fix}",
+        "--test",
+        f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+        "--reflector",
+        "heuristic",
+        "--worktree",
+        "--max-iterations",
+        "2",
+        "--json",
+        cwd=repo,
+    )
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["reward_history"] == [1.0]
+    worktree = Path(
+        str(MemoryStore(repo).read_state(json.loads(result.out)["loop_id"]).git.worktree)
+    )  # type: ignore[union-attr]
+    assert f"PYTHONPATH={worktree / 'src'}{os.pathsep}{repo / 'src'}" in result.err
+    assert (repo / "src" / "calcpkg" / "__init__.py").read_text() == "VALUE = 1\n"  # untouched
+
+
+def test_the_import_path_is_the_worktrees_own_code(tmp_path: Path) -> None:
+    from ralph.workspace.worktree import add_worktree, import_path
+
+    repo = src_project(tmp_path / "repo")
+    assert import_path(repo, {}) == {}  # the main tree imports itself already
+    worktree = add_worktree(repo, "ralph-import-00000001")
+    assert import_path(worktree, {}) == {"PYTHONPATH": str(worktree / "src")}
+    assert import_path(worktree, {"PYTHONPATH": "/x"}) == {
+        "PYTHONPATH": f"{worktree / 'src'}{os.pathsep}/x"
+    }
+    git(worktree, "rm", "-rq", "src")  # a flat layout: the worktree's top
+    (worktree / "calcpkg.py").write_text("VALUE = 2\n")
+    assert import_path(worktree, {}) == {"PYTHONPATH": str(worktree)}
+    (worktree / "pyproject.toml").unlink()  # no Python project: nothing to put first
+    assert import_path(worktree, {}) == {}
