@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ralph import schemas
+from ralph.analyze.stats import analysis_json, analyze
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.memory.state import LoopState
@@ -108,6 +109,8 @@ def test_every_record_and_the_totals_count_the_judge_with_the_actor_and_the_refl
     assert {k: saved(loop)["usage"][k] for k in totals} == totals
     assert {k: result.usage[k] for k in totals} == totals
     assert "unrecorded_calls" not in saved(loop)["usage"]  # every call is in a record
+    (summary,) = analysis_json(analyze(loop.store))["loops"]  # `ralph analyze`: the records
+    assert (summary["tokens"], summary["cost_usd"]) == (2660, 0.91)
 
 
 def test_a_judge_call_of_unknown_cost_makes_the_cost_unknown_and_no_tokens_stay_unknown(
