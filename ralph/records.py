@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 SCHEMA_VERSION = "1.0"
 
@@ -204,20 +205,35 @@ class Usage:
     reflector_tokens_in: int | None = None
     reflector_tokens_out: int | None = None
     cost_usd: float | None = field(default=None, metadata={"nullable": True})
+    # the checks' model calls (a judge's) in this iteration's evaluation; their cost is in
+    # `cost_usd`; left out when no call reported tokens
+    evaluator_tokens_in: int | None = None
+    evaluator_tokens_out: int | None = None
 
     def tokens(self) -> int | None:
         """The known counts summed; None when none is known."""
-        known = [
-            n
-            for n in (
-                self.actor_tokens_in,
-                self.actor_tokens_out,
-                self.reflector_tokens_in,
-                self.reflector_tokens_out,
-            )
-            if n is not None
-        ]
-        return sum(known) if known else None
+        return known_sum(self.tokens_in_out())
+
+    def tokens_in_out(self) -> tuple[int | None, int | None]:
+        """Tokens in and out over the actor, the checks and the reflector (`known_sum`)."""
+        ins = (self.actor_tokens_in, self.reflector_tokens_in, self.evaluator_tokens_in)
+        outs = (self.actor_tokens_out, self.reflector_tokens_out, self.evaluator_tokens_out)
+        return known_sum(ins), known_sum(outs)
+
+
+class ModelCall(NamedTuple):
+    """What one model call used, as its provider reported it (None: not reported): a judge's
+    calls travel with its check's outcome (evaluators/base.CheckOutcome.calls)."""
+
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: float | None
+
+
+def known_sum(counts: Iterable[int | None]) -> int | None:
+    """Token counts summed where reported; None when none was (unknown stays unknown, never 0)."""
+    known = [n for n in counts if n is not None]
+    return sum(known) if known else None
 
 
 def sum_costs(*parts: float | None) -> float | None:

@@ -6,6 +6,7 @@ iteration 2 on every task; with `--omega 0 --lessons 0` it never is."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from ralph.bench.runner import ArmResult, Run, paired_difference, parse_arm
+from ralph.bench import report
+from ralph.bench.runner import ArmResult, Run, paired_difference, parse_arm, summarise
 from ralph.errors import ConfigError
 
 from .conftest import RunCli
@@ -87,6 +89,9 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     assert no_memory["mean_iterations_to_green"] is None
     assert no_memory["vs_reflexion"] == {"difference": -1.0, "low": -1.0, "high": -1.0}
     assert no_memory["flags"] == {"omega": "0", "lessons": "0"}
+    # a `cmd:` actor and the heuristic reflector report no tokens: unknown, not 0
+    assert (reflexion["tokens"], reflexion["tokens_known_runs"]) == (None, 0)
+    assert all(r["tokens"] is None for r in reflexion["loops"])
     kept = project / ".aiwg/ralph/bench" / summary["bench_id"] / "bench.json"
     record = json.loads(kept.read_text())
     assert record["arms"]["no-memory"]["argv"] == ["--omega", "0", "--lessons", "0"]
@@ -107,8 +112,9 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
 
     table = ralph("bench", tasks, "--resume", cwd=project)
     assert "reflexion" in table.out and "100%" in table.out and "paired bootstrap" in table.out
+    assert "— tokens: no run of the arm reported any" in table.out
     csv_rows = ralph("bench", tasks, "--resume", "--csv", cwd=project).out.splitlines()
-    assert csv_rows[0].startswith("arm,k,success_at_k") and "reflexion,2,1.0,2.0,0," in csv_rows
+    assert csv_rows[0].startswith("arm,k,success_at_k") and "reflexion,2,1.0,2.0,,,0" in csv_rows
 
 
 def test_arms_are_read_strictly() -> None:
@@ -122,8 +128,38 @@ def test_arms_are_read_strictly() -> None:
             parse_arm(bad)
 
 
-def run(task: str, arm: str, green: int | None) -> Run:
-    return Run(task, arm, 1, "l", green, 3, 0, None, 0.0, "completed")
+def run(task: str, arm: str, green: int | None, tokens: int | None = 0) -> Run:
+    return Run(task, arm, 1, "l", green, 3, tokens, None, 0.0, "completed")
+
+
+def test_tokens_are_unknown_when_no_run_reported_them_and_a_partial_sum_is_marked(
+    tmp_path: Path,
+) -> None:
+    arms = [
+        ArmResult("all", {}, [run("w", "all", 1, 100), run("x", "all", 1, 50)]),
+        ArmResult("some", {}, [run("w", "some", 1, 100), run("x", "some", 1, None)]),
+        ArmResult("none", {}, [run("w", "none", 1, None), run("x", "none", 1, None)]),
+    ]
+    summary = {"bench_id": "b", **summarise(arms, 1)}
+    figures = {a["arm"]: (a["tokens"], a["tokens_known_runs"]) for a in summary["arms"]}
+    assert figures == {"all": (150, 2), "some": (100, 1), "none": (None, 0)}
+    head, body = report.rows(summary)
+    column = head.index("tokens")
+    assert [row[column] for row in body] == ["150", "100*", "—"]
+    assert report.footnotes(summary) == [
+        "* tokens: the sum over the runs that reported them (1 of 2 runs of some); the others' "
+        "are unknown (a `cmd:` actor, a heuristic reflector), not 0",
+        "— tokens: no run of the arm reported any",
+    ]
+    out = io.StringIO()
+    report.write_csv(summary, out)
+    csv_rows = ["all,1,1.0,1.0,150,,2", "some,1,1.0,1.0,100,,1", "none,1,1.0,1.0,,,0"]
+    assert out.getvalue().splitlines()[1:] == csv_rows
+    report.write_html(summary, tmp_path / "b.html")
+    page = (tmp_path / "b.html").read_text()
+    assert "100*" in page and "1 of 2 runs of some" in page
+    whole = {"bench_id": "b", **summarise(arms[:1], 1)}
+    assert report.footnotes(whole) == []  # every run reported: nothing to explain
 
 
 def test_the_paired_interval_is_a_bootstrap_over_tasks() -> None:

@@ -184,6 +184,24 @@ def test_a_malformed_answer_is_repaired_once_then_the_check_errors_never_passes(
     assert "invalid after one repair" in broken.errors[0].message
 
 
+def test_each_run_carries_its_model_calls_a_repair_and_a_failure_included(
+    project: Path, fake: FakeProvider
+) -> None:
+    check = judge_check(fake)
+    assert check.run(project).calls == []  # nothing to judge: no call
+    (project / "README.md").write_text("# calc\n")
+    fake.script(text="I like it", tokens_in=300, tokens_out=7)
+    fake.script(text=verdict(9), tokens_in=320, tokens_out=40)
+    repaired = check.run(project)
+    assert repaired.passed and repaired.calls == [(300, 7, None), (320, 40, None)]
+    fake.script(text=verdict(9), usage=False)  # tokens nobody reported stay unknown
+    assert check.run(project).calls == [(None, None, None)]
+    fake.script(text="prose", tokens_in=50, tokens_out=5)
+    fake.script(status=400, message="bad request")
+    failed = check.run(project)
+    assert failed.result.status == "error" and failed.calls == [(50, 5, None)]
+
+
 def test_without_a_model_the_judge_reports_an_error(project: Path) -> None:
     (project / "README.md").write_text("# calc\n")
     outcome = JudgeCheck(CheckSpec("review", "", "judge")).run(project)
@@ -265,3 +283,42 @@ def test_loop_stops_on_degradation_and_keeps_the_best_iteration(
     assert code == 1 and summary["stop_reason"] == "degraded" and summary["iterations"] == 2
     assert summary["best_iteration"] == 1
     assert (project / "README.md").read_text() == "# good\n"
+
+
+def test_loop_counts_the_judges_tokens_in_every_record_and_in_the_state(
+    ralph: RunCli, project: Path, fake: FakeProvider
+) -> None:
+    """A `cmd:` actor and the heuristic reflector report no tokens: what the records and the
+    state count is the judge's, one call in iteration 1 and an answer repaired in 2."""
+    configure(
+        project, {"1": {"README.md": "# calc\n"}, "2": {"README.md": "# calc\nabsolute\n"}}, JUDGE
+    )
+    fake.script(text=verdict(5), tokens_in=300, tokens_out=40)
+    fake.script(text="prose", tokens_in=320, tokens_out=7)
+    fake.script(text=verdict(9), tokens_in=350, tokens_out=50)
+    code, summary = run(ralph, project)
+    assert code == 0 and summary["iterations"] == 2
+    usages = [r["ralph"]["usage"] for r in records(project, summary["loop_id"])]
+    assert [(u["evaluator_tokens_in"], u["evaluator_tokens_out"]) for u in usages] == [
+        (300, 40),
+        (670, 57),
+    ]
+    assert all(u["actor_tokens_in"] is None and u["cost_usd"] is None for u in usages)
+    state = json.loads(
+        (project / ".aiwg/ralph/loops" / summary["loop_id"] / "state.json").read_text()
+    )
+    for usage in (state["usage"], summary["usage"]):
+        assert (usage["tokens_in"], usage["tokens_out"], usage["cost_usd"]) == (970, 97, None)
+    status = ralph("status", summary["loop_id"], cwd=project)
+    assert "970 in / 97 out tokens" in status.out
+
+
+def test_a_token_budget_smaller_than_the_judges_spending_stops_the_loop(
+    ralph: RunCli, project: Path, fake: FakeProvider
+) -> None:
+    steps = {str(n): {"README.md": f"# calc {n}\n"} for n in range(1, 6)}
+    configure(project, steps, JUDGE)
+    fake.script(text=verdict(5), tokens_in=800, tokens_out=300)
+    code, summary = run(ralph, project, "--max-tokens", "1000", "--max-iterations", "5")
+    assert (code, summary["stop_reason"], summary["iterations"]) == (3, "budget", 1)
+    assert summary["usage"]["tokens_in"] + summary["usage"]["tokens_out"] == 1100

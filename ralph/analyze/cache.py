@@ -29,8 +29,8 @@ from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 7  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
-# 7: unknown tokens
+INDEX_VERSION = 8  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+# 7: unknown tokens; 8: the checks' (a judge's) tokens
 SCHEMA = (
     "CREATE TABLE files (path TEXT PRIMARY KEY,"
     " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
@@ -83,7 +83,10 @@ TOKEN_FIELDS = (
     "actor_tokens_out",
     "reflector_tokens_in",
     "reflector_tokens_out",
+    "evaluator_tokens_in",
+    "evaluator_tokens_out",
 )
+NO_TOKENS = [None] * len(TOKEN_FIELDS)
 RECORD_FIELDS = tuple(IterationFacts.__slots__)
 STATE_FIELDS = tuple(StateFacts.__slots__)
 # A cache row is the facts' fields as a JSON list, in this order.
@@ -156,7 +159,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         raise ValueError("ralph.quality_flags is not a list")
     counts = [usage.get(key) for key in TOKEN_FIELDS]
     # TypeError on a non-number: the file is then validated
-    tokens = sum(n for n in counts if n is not None) if counts != [None] * 4 else None
+    tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
     cost = usage.get("cost_usd")
     duration = sum((ext.get("duration_ms") or {}).values())
     task = data.get("task_description")

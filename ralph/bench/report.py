@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+UNKNOWN = "—"  # a figure nobody reported; "-" is a figure that does not apply
+PARTIAL = "*"  # tokens summed over only some of the arm's runs (footnotes)
 
 
 def _pct(value: float | None) -> str:
@@ -23,6 +25,34 @@ def _diff(arm: dict[str, Any], base: str) -> str:
     if not d or d.get("difference") is None:
         return "-"
     return f"{d['difference']:+.0%} [{d['low']:+.0%}, {d['high']:+.0%}]"
+
+
+def _tokens(arm: dict[str, Any]) -> str:
+    """The arm's tokens; unknown when no run reported any; marked when only some did."""
+    tokens = arm["tokens"]
+    if tokens is None:
+        return UNKNOWN
+    partial = arm["tokens_known_runs"] < arm["runs"]
+    return f"{tokens:,}{PARTIAL if partial else ''}"
+
+
+def footnotes(summary: dict[str, Any]) -> list[str]:
+    """What the tokens column's marks mean, when it shows them."""
+    arms = summary["arms"]
+    partial = [
+        f"{a['tokens_known_runs']} of {a['runs']} runs of {a['arm']}"
+        for a in arms
+        if a["tokens"] is not None and a["tokens_known_runs"] < a["runs"]
+    ]
+    lines = []
+    if partial:
+        lines.append(
+            f"{PARTIAL} tokens: the sum over the runs that reported them ({', '.join(partial)});"
+            " the others' are unknown (a `cmd:` actor, a heuristic reflector), not 0"
+        )
+    if any(a["tokens"] is None for a in arms):
+        lines.append(f"{UNKNOWN} tokens: no run of the arm reported any")
+    return lines
 
 
 def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -41,8 +71,8 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 str(arm["runs"]),
                 *[_pct(arm["success_at_k"][k]) for k in ks],
                 "-" if mean is None else f"{mean:.2f}",
-                f"{arm['tokens']:,}",
-                "-" if cost is None else f"${cost:.4f}",
+                _tokens(arm),
+                UNKNOWN if cost is None else f"${cost:.4f}",
                 f"{arm['wall_seconds']:.1f}",
                 _diff(arm, base),
             ]
@@ -64,9 +94,20 @@ def table(summary: dict[str, Any]) -> tuple[Table, int]:
 
 
 def write_csv(summary: dict[str, Any], out: TextIO) -> None:
-    """One row per arm and k: the figures without formatting."""
+    """One row per arm and k: the figures without formatting (tokens empty when unknown;
+    `tokens_known_runs`: how many runs the sum is over)."""
     writer = csv.writer(out)
-    writer.writerow(["arm", "k", "success_at_k", "mean_iterations_to_green", "tokens", "cost_usd"])
+    writer.writerow(
+        [
+            "arm",
+            "k",
+            "success_at_k",
+            "mean_iterations_to_green",
+            "tokens",
+            "cost_usd",
+            "tokens_known_runs",
+        ]
+    )
     for arm in summary["arms"]:
         for k, value in arm["success_at_k"].items():
             writer.writerow(
@@ -77,6 +118,7 @@ def write_csv(summary: dict[str, Any], out: TextIO) -> None:
                     arm["mean_iterations_to_green"],
                     arm["tokens"],
                     arm["cost_usd"],
+                    arm["tokens_known_runs"],
                 ]
             )
 
@@ -126,11 +168,12 @@ def write_html(summary: dict[str, Any], path: Path) -> None:
         table += "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
     table += "</table>"
     title = html.escape(f"ralph bench {summary['bench_id']}")
+    notes = "".join(f"<p>{html.escape(line)}</p>" for line in footnotes(summary))
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 10px;"
         "border-bottom:1px solid #ddd;text-align:right}</style></head><body>"
         f"<h1>{title}</h1><h2>success@k</h2>{chart(summary)}{table}"
-        f"<p>{html.escape(summary['interval'])}</p></body></html>\n"
+        f"<p>{html.escape(summary['interval'])}</p>{notes}</body></html>\n"
     )
     atomic_write_text(path, page)

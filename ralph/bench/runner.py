@@ -11,10 +11,11 @@ What is kept, under `.aiwg/ralph/bench/<bench-id>/bench.json`: the tasks file, t
 of every arm, the starting commit and the loop of every run, so `--resume` continues paused or
 crashed runs and starts the ones that never started, without rerunning finished ones.
 
-The table (bench_report.py): per arm success@1..k (the share of runs whose targets were green by
-iteration k: `evaluator_output.passed`), mean iterations to green, tokens, cost, wall time; and
-each arm's difference from the first arm in final success with a 95 % interval from a paired
-bootstrap over tasks (2000 resamples of the tasks, seed 0; each task's repeats averaged first).
+The table (report.py): per arm success@1..k (the share of runs whose targets were green by
+iteration k: `evaluator_output.passed`), mean iterations to green, tokens (summed over the runs
+that reported any; unknown when none did), cost, wall time; and each arm's difference from the
+first arm in final success with a 95 % interval from a paired bootstrap over tasks (2000
+resamples of the tasks, seed 0; each task's repeats averaged first).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ralph.ids import new_loop_id
 from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
 from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
-from ralph.records import utc_now
+from ralph.records import known_sum, utc_now
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -173,7 +174,7 @@ class Run:
     loop_id: str
     green_at: int | None  # the first iteration whose targets were green (0: already green)
     iterations: int
-    tokens: int
+    tokens: int | None  # None: nobody reported any (a `cmd:` actor, a heuristic reflector)
     cost_usd: float | None
     wall_seconds: float
     status: str
@@ -211,7 +212,7 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         loop_id=entry.loop_id,
         green_at=green_at,
         iterations=state.iteration if state else 0,
-        tokens=usage.tokens,
+        tokens=known_sum((usage.tokens_in, usage.tokens_out)),
         cost_usd=usage.cost_usd,
         wall_seconds=usage.wall_seconds,
         status=store.effective_status(state) if state else "not started",
@@ -247,6 +248,7 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
     for arm in arms:
         greens = [r.green_at for r in arm.runs if r.green_at is not None]
         costs = [r.cost_usd for r in arm.runs if r.cost_usd is not None]
+        tokens = [r.tokens for r in arm.runs if r.tokens is not None]
         out.append(
             {
                 "arm": arm.name,
@@ -254,7 +256,10 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
                 "runs": len(arm.runs),
                 "success_at_k": {str(k): round(arm.success_at(k), 4) for k in range(1, max_k + 1)},
                 "mean_iterations_to_green": round(statistics.fmean(greens), 3) if greens else None,
-                "tokens": sum(r.tokens for r in arm.runs),
+                # the sum over the runs that reported tokens, and how many did (report.py
+                # marks a partial sum); None when none did, never 0
+                "tokens": sum(tokens) if tokens else None,
+                "tokens_known_runs": len(tokens),
                 "cost_usd": round(sum(costs), 6) if costs else None,
                 "wall_seconds": round(sum(r.wall_seconds for r in arm.runs), 3),
                 "vs_" + base.name: paired_difference(arm, base, max_k) if arm is not base else None,

@@ -95,6 +95,8 @@ def bench_command(
         )
         wide.print(grid)
         out.print(summary["interval"], markup=False)
+        for line in bench_report.footnotes(summary):
+            out.print(line, markup=False)
     raise typer.Exit(130 if interrupted else 0)
 
 

@@ -14,6 +14,7 @@ from ralph.records import (
     Diagnostic,
     EvaluatorOutput,
     Metrics,
+    ModelCall,
 )
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class CheckOutcome:
     score: float = 0.0
     passed_tests: set[str] | None = None  # test ids that passed, where the tool names them
     verdict: CheckVerdict | None = None  # set by the suite: the check judged against the baseline
+    calls: list[ModelCall] = field(default_factory=list)  # the model calls of this run (a judge's)
 
     @property
     def passed(self) -> bool:
@@ -134,6 +136,10 @@ class Evaluation:
         if len(kept) == self.error_count:
             return self.output, None
         return replace(self.output, errors=kept), self.error_count
+
+    def calls(self) -> list[ModelCall]:
+        """The model calls the checks made (a judge's): the evaluation's tokens and cost."""
+        return [call for o in self.outcomes for call in o.calls]
 
     def roles(self) -> dict[str, str]:
         return {o.spec.name: o.verdict.role for o in self.outcomes if o.verdict is not None}

@@ -6,7 +6,9 @@ overall, issues (file:line where it can) and suggestions. The issues become diag
 the next prompt names them like any other check's failures. It passes at `overall >=
 threshold` (default 8). A judge is always a target (judging.py): it adds requirements, it never
 makes a failing test pass. A malformed answer is repaired once, as the reflector does; after
-that the check reports an error, never a pass.
+that the check reports an error, never a pass. A run's model calls go with its outcome
+(`CheckOutcome.calls`): the loop counts their tokens and cost like the actor's and the
+reflector's, in the record and against the budgets.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.process import DEFAULT_CAP, ProcessResult
-from ralph.records import CheckResult, Diagnostic
+from ralph.records import CheckResult, Diagnostic, ModelCall
 
 if TYPE_CHECKING:
     from ralph.providers.base import ChatClient, Message
@@ -76,7 +78,6 @@ class JudgeCheck:
         self.base_commit: str | None = None  # the diff is taken against it; HEAD at first run
         self.last_log = ""
         self.last_answer: dict[str, Any] | None = None
-        self.usage: list[tuple[int | None, int | None, float | None]] = []
         self._lock = threading.Lock()
 
     def tool(self) -> str:
@@ -108,9 +109,22 @@ class JudgeCheck:
             return self._outcome(
                 "fail", started, [_diagnostic("nothing to judge yet: no change since the start")]
             )
+        calls: list[ModelCall] = []  # this run's, whatever the outcome: the loop counts them
+        outcome = self._judge(cwd, diff, started, calls, on_output)
+        outcome.calls = calls
+        return outcome
+
+    def _judge(
+        self,
+        cwd: Path,
+        diff: str,
+        started: float,
+        calls: list[ModelCall],
+        on_output: OutputCallback | None,
+    ) -> CheckOutcome:
         try:
             client = self._client()
-            answer, problems = self._ask(client, diff, cwd)
+            answer, problems = self._ask(client, diff, cwd, calls)
         except Exception as exc:  # a provider failure is this check's error, never a pass
             from ralph.errors import one_line
 
@@ -170,7 +184,7 @@ class JudgeCheck:
         return self.client
 
     def _ask(
-        self, client: ChatClient, diff: str, cwd: Path
+        self, client: ChatClient, diff: str, cwd: Path, calls: list[ModelCall]
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
         from ralph.providers.answers import ask_json, repair_context
@@ -188,7 +202,7 @@ class JudgeCheck:
         prompt = redact(render("judge", context, project_root=cwd))
         messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
         answer, problems, _ = ask_json(
-            lambda turn: self._chat(client, turn),
+            lambda turn: self._chat(client, turn, calls),
             messages,
             parse_verdict,
             lambda text, wrong: render(
@@ -197,9 +211,9 @@ class JudgeCheck:
         )
         return answer, problems
 
-    def _chat(self, client: ChatClient, messages: list[Message]) -> str:
+    def _chat(self, client: ChatClient, messages: list[Message], calls: list[ModelCall]) -> str:
         response = client.chat(messages, json_mode=True, max_tokens=MAX_ANSWER_TOKENS)
-        self.usage.append((response.tokens_in, response.tokens_out, response.cost_usd))
+        calls.append(ModelCall(response.tokens_in, response.tokens_out, response.cost_usd))
         self.last_log += f"--- judge answer ---\n{response.text or ''}\n"
         return response.text or ""
 

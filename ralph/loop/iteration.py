@@ -2,8 +2,9 @@
 
 Each step of `LoopRunner._iteration` returns one of the values below; `make_record` turns the
 four of them into the iteration's record in one place: the Reflexion record, ralph's extension
-(usage, durations, roles), and the notes on what ralph ignored or undid; `name_commit` adds
-the commit that the record's own message (workspace/commits.py) describes.
+(usage: the actor's, the checks' model calls' and the reflector's; durations, roles), and the
+notes on what ralph ignored or undid; `name_commit` adds the commit that the record's own
+message (workspace/commits.py) describes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ralph.records import (
     Usage,
     WindowPolicy,
     annotate,
+    known_sum,
     sum_costs,
     utc_now,
 )
@@ -111,9 +113,11 @@ class Iteration:
         return self.evaluated.evaluation
 
     def cost_usd(self) -> float | None:
-        """The actor's cost and the reflector's, if it made calls (`records.sum_costs`)."""
+        """The actor's cost, the checks' model calls' (a judge's) and the reflector's, if it
+        made calls (`records.sum_costs`: one unknown part makes it unknown)."""
         reflector = [self.reflected.cost_usd] if self.reflected.calls else []
-        return sum_costs(self.acted.result.cost_usd, *reflector)
+        checks = [call.cost_usd for call in self.evaluation.calls()]
+        return sum_costs(self.acted.result.cost_usd, *checks, *reflector)
 
     def actor_notes(self) -> list[str]:
         """What stopped the actor, and what ralph ignored in its output (issue 15)."""
@@ -144,7 +148,7 @@ def make_record(
     durations = {"actor": it.acted.duration_ms, "evaluate": it.evaluated.duration_ms}
     if reflected.duration_ms is not None:
         durations["reflect"] = reflected.duration_ms
-    result = it.acted.result
+    result, calls = it.acted.result, evaluation.calls()
     # records stay small enough to commit: at most 50 diagnostics per check, and the total
     recorded, error_count = evaluation.recorded_output()
     record = IterationRecord(
@@ -180,6 +184,8 @@ def make_record(
                 reflector_tokens_in=reflected.tokens_in,
                 reflector_tokens_out=reflected.tokens_out,
                 cost_usd=it.cost_usd(),
+                evaluator_tokens_in=known_sum(call.tokens_in for call in calls),
+                evaluator_tokens_out=known_sum(call.tokens_out for call in calls),
             ),
             duration_ms=durations,
             prompt_sha256=hashlib.sha256(it.prompt.text.encode()).hexdigest(),

@@ -109,6 +109,7 @@ class LoopRunner:
                 raise RalphError("the evaluator judged the baseline without keeping it")
             self.baseline = evaluation.baseline
             state.baseline = self.baseline.summary()
+            state.count_calls(evaluation.calls())  # a judge's on a dirty tree: no record's
             self.store.write_baseline(loop_id, self.baseline.to_json())
             self._last_evaluation = evaluation  # the first prompt names what fails, file:line
             self._kept = {0: evaluation}
@@ -153,6 +154,7 @@ class LoopRunner:
             self._last_evaluation = self.parts.evaluator.evaluate(
                 self.workdir, baseline=self.baseline, on_output=self.reporter.output
             )
+            state.count_calls(self._last_evaluation.calls())  # a judge's again: no record's
             self.reporter.evaluated(0, self._last_evaluation)
             return self._run(state, resumed=True)
 
@@ -369,6 +371,7 @@ class LoopRunner:
             kept = self.parts.evaluator.evaluate(
                 self.workdir, baseline=self.baseline, on_output=self.reporter.output
             )
+            state.count_calls(kept.calls())
             self._kept[rollback.to] = kept
         self._last_evaluation = kept
 

@@ -9,12 +9,12 @@ earlier versions still read (a key this version does not know is left out, not a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ralph.config import KEYS, ROLES, Role, Settings, from_mapping
-from ralph.records import IterationRecord, Usage, sum_costs, utc_now
+from ralph.records import IterationRecord, ModelCall, Usage, known_sum, sum_costs, utc_now
 from ralph.workspace.base import GitState
 
 # the seam: what other packages use
@@ -79,12 +79,15 @@ class Totals:
     Tokens are the counts that were reported, summed; None while none was (a `cmd:` actor's).
     `cost_usd` follows the one rule for money (`records.sum_costs`): unknown (None) as soon as
     one iteration's cost is, and None before anything was counted (nobody reported a cost).
+    Every iteration's record is counted, and the checks' model calls outside an iteration
+    (`LoopState.count_calls`), which no record holds: `unrecorded_calls` says how many.
     """
 
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost_usd: float | None = None
     wall_seconds: float = 0.0
+    unrecorded_calls: int = 0
 
     @property
     def tokens(self) -> int:
@@ -92,23 +95,26 @@ class Totals:
         return (self.tokens_in or 0) + (self.tokens_out or 0)
 
     def plus(self, usage: Usage, *, first: bool) -> Totals:
-        """These totals and one more iteration's `usage`; `first`: nothing counted before."""
+        """These totals and one more `usage` (an iteration's, or calls outside one); `first`:
+        nothing counted before."""
+        tokens_in, tokens_out = usage.tokens_in_out()
         return dataclasses.replace(
             self,
-            tokens_in=_counted(self.tokens_in, usage.actor_tokens_in, usage.reflector_tokens_in),
-            tokens_out=_counted(
-                self.tokens_out, usage.actor_tokens_out, usage.reflector_tokens_out
-            ),
+            tokens_in=known_sum((self.tokens_in, tokens_in)),
+            tokens_out=known_sum((self.tokens_out, tokens_out)),
             cost_usd=usage.cost_usd if first else sum_costs(self.cost_usd, usage.cost_usd),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "cost_usd": self.cost_usd,
             "wall_seconds": self.wall_seconds,
         }
+        if self.unrecorded_calls:
+            data["unrecorded_calls"] = self.unrecorded_calls
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Totals:
@@ -118,13 +124,8 @@ class Totals:
             tokens_out=None if tokens_out is None else int(tokens_out),
             cost_usd=None if cost is None else float(cost),
             wall_seconds=float(data.get("wall_seconds", 0.0)),
+            unrecorded_calls=int(data.get("unrecorded_calls", 0)),
         )
-
-
-def _counted(total: int | None, *parts: int | None) -> int | None:
-    """Token counts summed where reported; None while none was (unknown stays unknown)."""
-    counts = [n for n in (total, *parts) if n is not None]
-    return sum(counts) if counts else None
 
 
 SETTINGS_KEYS = frozenset((*KEYS, "named_checks"))
@@ -155,11 +156,32 @@ class LoopState:
     def count(self, record: IterationRecord) -> None:
         """Count a finished iteration: its number, reward, the best so far and what it used."""
         usage = record.ralph.usage if record.ralph else Usage()
-        self.usage = self.usage.plus(usage, first=self.iteration == 0)
+        self.usage = self.usage.plus(usage, first=self._nothing_counted())
         self.iteration = record.iteration
         self.reward_history.append(record.reward)
         if self.best_reward is None or record.reward > self.best_reward:
             self.best_reward, self.best_iteration = record.reward, record.iteration
+
+    def count_calls(self, calls: Sequence[ModelCall]) -> None:
+        """Count the checks' model calls made outside an iteration: a judge's at the baseline
+        (a tree dirty at the start) and when the loop evaluates a tree again (resume, a
+        rollback after resume). They count in the totals, so the budgets see them; no record
+        holds them (a record is one attempt's), so `ralph analyze` does not."""
+        if not calls:
+            return
+        usage = Usage(
+            cost_usd=sum_costs(*(call.cost_usd for call in calls)),
+            evaluator_tokens_in=known_sum(call.tokens_in for call in calls),
+            evaluator_tokens_out=known_sum(call.tokens_out for call in calls),
+        )
+        made = self.usage.unrecorded_calls + len(calls)
+        self.usage = self.usage.plus(usage, first=self._nothing_counted())
+        self.usage = dataclasses.replace(self.usage, unrecorded_calls=made)
+
+    def _nothing_counted(self) -> bool:
+        """No iteration and no call counted yet: a cost of None means none so far, not
+        unknown."""
+        return self.iteration == 0 and not self.usage.unrecorded_calls
 
     def to_json(self) -> dict[str, Any]:
         """The file's object; None-valued optional fields are left out, as always."""
