@@ -17,11 +17,16 @@ from ralph.errors import RalphError
 def batch_command(
     tasks_file: Annotated[
         Path,
-        typer.Argument(help="YAML list of tasks: task, and name, test, checks, actor, ..."),
+        typer.Argument(
+            metavar="TASKS_FILE",
+            help="YAML list of tasks: task, and name, test, checks, actor, ...",
+        ),
     ],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+        typer.Option(
+            "--jobs", "-j", metavar="N", help="Loops at once (default: the number of cores).", min=1
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue this file's unfinished loops.")
@@ -41,19 +46,26 @@ def batch_command(
 
 
 def bench_command(
-    tasks_file: Annotated[Path, typer.Argument(help="YAML list of tasks, as for `ralph batch`.")],
+    tasks_file: Annotated[
+        Path, typer.Argument(metavar="TASKS_FILE", help="YAML list of tasks, as for `ralph batch`.")
+    ],
     arm: Annotated[
         list[str] | None,
         typer.Option(
             "--arm",
-            help="NAME=KEY=VALUE,... (omega, lessons, reflector, ...); default: "
-            "reflexion and no-memory (omega=0,lessons=0).",
+            metavar="NAME=KEY=VALUE,...",
+            help="An arm: its name and run settings (omega, lessons, reflector, model, ...); "
+            "repeatable. Default: reflexion and no-memory=omega=0,lessons=0.",
         ),
     ] = None,
-    repeats: Annotated[int, typer.Option(help="Runs of every task in every arm.", min=1)] = 1,
+    repeats: Annotated[
+        int, typer.Option(metavar="K", help="Runs of every task in every arm.", min=1)
+    ] = 1,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", help="Loops at once (default: the number of cores).", min=1),
+        typer.Option(
+            "--jobs", "-j", metavar="N", help="Loops at once (default: the number of cores).", min=1
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue this bench without rerunning finished runs.")
@@ -61,7 +73,8 @@ def bench_command(
     as_json: JsonFlag = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print one CSV row per arm and k.")] = False,
     html: Annotated[
-        Path | None, typer.Option("--html", help="Write the table and success@k chart here.")
+        Path | None,
+        typer.Option("--html", metavar="FILE", help="Write the table and success@k chart here."),
     ] = None,
 ) -> None:
     """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""

@@ -103,7 +103,9 @@ def reflections_validate(
 
 @reflections_app.command("search")
 def reflections_search(
-    query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'date format slash'.")],
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY", help="Words to look for, e.g. 'date format slash'.")
+    ],
     category: Annotated[
         str | None, typer.Option(help="Only this failure category (e.g. edge_case_miss).")
     ] = None,
