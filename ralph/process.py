@@ -104,25 +104,27 @@ def run(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    if on_start is not None:
-        on_start(proc)
     buffers = {"stdout": CappedBuffer(cap), "stderr": CappedBuffer(cap)}
     last_output = [time.monotonic()]
-    readers = [
-        threading.Thread(
-            target=_pump,
-            args=(stream, buffers[name], name, last_output, _redacting(on_output, full_env)),
-            daemon=True,
-        )
-        for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
-    ]
-    if stdin is not None:
-        readers.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
-    for thread in readers:
-        thread.start()
-
+    readers: list[threading.Thread] = []
     timed_out: Literal["wall", "idle"] | None = None
+    # From here the command runs: a Ctrl-C at any point (a starved main thread can still be
+    # starting the readers when the command is well under way) kills its group, never leaves it.
     try:
+        if on_start is not None:
+            on_start(proc)
+        readers = [
+            threading.Thread(
+                target=_pump,
+                args=(stream, buffers[name], name, last_output, _redacting(on_output, full_env)),
+                daemon=True,
+            )
+            for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
+        ]
+        if stdin is not None:
+            readers.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+        for thread in readers:
+            thread.start()
         timed_out = _wait(proc, started, last_output, wall_timeout, idle_timeout)
     except KeyboardInterrupt:
         kill_group(proc)
@@ -131,7 +133,8 @@ def run(
         # Whatever the command left behind in its group goes with it.
         kill_group(proc)
         for thread in readers:
-            thread.join(timeout=KILL_GRACE_SECONDS)
+            if thread.ident is not None:  # started
+                thread.join(timeout=KILL_GRACE_SECONDS)
 
     return ProcessResult(
         exit_code=proc.returncode,

@@ -187,6 +187,39 @@ def test_ctrl_c_stops_every_loop_resumably_and_resume_finishes_them(
     assert (repo / "calc.py").read_text() == CALC
 
 
+def test_a_batch_started_with_sigint_ignored_still_stops_its_loops_on_sigterm(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ralph batch ... &` in a script runs with SIGINT ignored, and so would its loops: a CI
+    cancel (SIGTERM) then waited for the loops to end on their own. They get SIGTERM."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    started.mkdir()
+    monkeypatch.setenv("AGENT_STARTED", str(started))
+    monkeypatch.setenv("AGENT_GATE", str(gate))
+    tasks = write_tasks(tmp_path / "tasks.yaml", [FIX_ADD])
+    batch = subprocess.Popen(
+        [sys.executable, "-m", "ralph", "batch", str(tasks), "--json"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        wait_for(lambda: len(pids_in(started)) == 1, "the agent to start")
+        agents = pids_in(started)
+        batch.send_signal(signal.SIGTERM)
+        out, err = batch.communicate(timeout=120)
+    finally:
+        gate.write_text("open")  # a loop that was not stopped ends by itself
+        if batch.poll() is None:
+            batch.kill()
+            batch.communicate()
+    assert batch.returncode == 130, err
+    assert [e["status"] for e in json.loads(out)["loops"]] == ["paused"]
+    assert not any(alive(pid) for pid in agents)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -92,6 +92,11 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     # a `cmd:` actor and the heuristic reflector report no tokens: unknown, not 0
     assert (reflexion["tokens"], reflexion["tokens_known_runs"]) == (None, 0)
     assert all(r["tokens"] is None for r in reflexion["loops"])
+    assert (reflexion["cost_usd"], reflexion["cost_known_runs"], reflexion["counted_runs"]) == (
+        None,
+        0,
+        2,
+    )
     kept = project / ".aiwg/ralph/bench" / summary["bench_id"] / "bench.json"
     record = json.loads(kept.read_text())
     assert record["arms"]["no-memory"]["argv"] == ["--omega", "0", "--lessons", "0"]
@@ -113,8 +118,10 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     table = ralph("bench", tasks, "--resume", cwd=project)
     assert "reflexion" in table.out and "100%" in table.out and "paired bootstrap" in table.out
     assert "— tokens: no run of the arm reported any" in table.out
+    assert "0 of 2 runs of reflexion" in table.out  # no `cmd:` run has a price: cost unknown
     csv_rows = ralph("bench", tasks, "--resume", "--csv", cwd=project).out.splitlines()
-    assert csv_rows[0].startswith("arm,k,success_at_k") and "reflexion,2,1.0,2.0,,,0" in csv_rows
+    assert csv_rows[0].startswith("arm,k,success_at_k")
+    assert "reflexion,2,1.0,2.0,,,0,0,2" in csv_rows
 
 
 def test_arms_are_read_strictly() -> None:
@@ -128,8 +135,16 @@ def test_arms_are_read_strictly() -> None:
             parse_arm(bad)
 
 
-def run(task: str, arm: str, green: int | None, tokens: int | None = 0) -> Run:
-    return Run(task, arm, 1, "l", green, 3, tokens, None, 0.0, "completed")
+def run(
+    task: str,
+    arm: str,
+    green: int | None,
+    tokens: int | None = 0,
+    cost: float | None = None,
+    *,
+    counted: bool = True,
+) -> Run:
+    return Run(task, arm, 1, "l", green, 3, tokens, cost, 0.0, "completed", counted)
 
 
 def test_tokens_are_unknown_when_no_run_reported_them_and_a_partial_sum_is_marked(
@@ -150,16 +165,59 @@ def test_tokens_are_unknown_when_no_run_reported_them_and_a_partial_sum_is_marke
         "* tokens: the sum over the runs that reported them (1 of 2 runs of some); the others' "
         "are unknown (a `cmd:` actor, a heuristic reflector), not 0",
         "— tokens: no run of the arm reported any",
+        "— cost: unknown as soon as one run's is (0 of 2 runs of all, 0 of 2 runs of some, 0 of 2"
+        " runs of none reported one). Money adds up by one rule, as in each loop's state: a sum"
+        " with an unknown part is unknown, since the known part alone would make the arm look"
+        " cheaper than it was; tokens, which the state sums where reported, show that part"
+        " marked *",
     ]
     out = io.StringIO()
     report.write_csv(summary, out)
-    csv_rows = ["all,1,1.0,1.0,150,,2", "some,1,1.0,1.0,100,,1", "none,1,1.0,1.0,,,0"]
+    csv_rows = ["all,1,1.0,1.0,150,,2,0,2", "some,1,1.0,1.0,100,,1,0,2", "none,1,1.0,1.0,,,0,0,2"]
     assert out.getvalue().splitlines()[1:] == csv_rows
     report.write_html(summary, tmp_path / "b.html")
     page = (tmp_path / "b.html").read_text()
     assert "100*" in page and "1 of 2 runs of some" in page
-    whole = {"bench_id": "b", **summarise(arms[:1], 1)}
+    priced = ArmResult("p", {}, [run("w", "p", 1, 100, 0.25), run("x", "p", 1, 50, 0.5)])
+    whole = {"bench_id": "b", **summarise([priced], 1)}
     assert report.footnotes(whole) == []  # every run reported: nothing to explain
+
+
+def test_cost_is_unknown_when_one_runs_is_and_runs_that_used_nothing_are_no_part() -> None:
+    """Money by `records.sum_costs`: one unpriced run makes the arm's cost unknown (not the
+    known part, not marked like tokens); an already-green or unstarted run spent nothing."""
+    arms = [
+        ArmResult("all", {}, [run("w", "all", 1, 100, 0.25), run("x", "all", 1, 50, 0.5)]),
+        ArmResult("some", {}, [run("w", "some", 1, 100, 0.25), run("x", "some", 1, 50, None)]),
+        ArmResult(
+            "green",  # one task already green: no iteration, no call counted
+            {},
+            [run("w", "green", 1, 100, 0.25), run("x", "green", 0, None, counted=False)],
+        ),
+        ArmResult("idle", {}, [run("w", "idle", None, None, counted=False)]),
+    ]
+    summary = {"bench_id": "b", **summarise(arms, 1)}
+    figures = {
+        a["arm"]: (a["cost_usd"], a["cost_known_runs"], a["counted_runs"], a["tokens"])
+        for a in summary["arms"]
+    }
+    assert figures == {
+        "all": (0.75, 2, 2, 150),
+        "some": (None, 1, 2, 150),
+        "green": (0.25, 1, 1, 100),
+        "idle": (None, 0, 0, None),
+    }
+    head, body = report.rows(summary)
+    cost, tokens = head.index("cost"), head.index("tokens")
+    assert [row[cost] for row in body] == ["$0.7500", "—", "$0.2500", "—"]
+    assert [row[tokens] for row in body] == ["150", "150", "100", "—"]  # green's run: no part
+    notes = report.footnotes(summary)
+    assert len(notes) == 2
+    assert notes[0].startswith("— cost: unknown as soon as one run's is (1 of 2 runs of some ")
+    assert "a sum with an unknown part is unknown" in notes[0]
+    assert notes[1] == (
+        "— tokens and cost: no run of the arm used anything (already green, or not started)"
+    )
 
 
 def test_the_paired_interval_is_a_bootstrap_over_tasks() -> None:
@@ -170,3 +228,34 @@ def test_the_paired_interval_is_a_bootstrap_over_tasks() -> None:
     figures: dict[str, Any] = paired_difference(mixed, base, 3)
     assert figures["difference"] == 0.5
     assert 0.0 <= figures["low"] < 0.5 < figures["high"] <= 1.0
+
+
+def test_a_run_counts_as_a_part_only_when_its_state_counted_something(tmp_path: Path) -> None:
+    from ralph.bench.runner import BenchEntry, read_run
+    from ralph.loop.batch import BatchTask
+    from ralph.memory.state import LoopState, Totals
+    from ralph.memory.store import MemoryStore
+
+    store = MemoryStore(tmp_path)
+    store.ensure()
+    task = BatchTask("t", "fix t")
+    states = {
+        "ralph-green-00000001": LoopState("ralph-green-00000001", "t", status="completed"),
+        "ralph-judged-00000002": LoopState(
+            "ralph-judged-00000002", "t", status="completed", usage=Totals(unrecorded_calls=1)
+        ),
+        "ralph-ran-00000003": LoopState("ralph-ran-00000003", "t", status="failed", iteration=2),
+    }
+    for state in states.values():
+        state.stop_reason = "already_green" if state.iteration == 0 else "limit"
+        store.write_state(state)
+    counted = {
+        loop_id: read_run(store, BenchEntry(task, loop_id, arm="a")).counted
+        for loop_id in [*states, "ralph-never-00000004"]
+    }
+    assert counted == {
+        "ralph-green-00000001": False,
+        "ralph-judged-00000002": True,  # a judge's calls at the baseline cost something
+        "ralph-ran-00000003": True,
+        "ralph-never-00000004": False,  # not started
+    }

@@ -332,3 +332,66 @@ def test_doctor_names_invalid_settings_and_a_missing_tool(
     found = {f["area"]: f for f in json.loads(result.out)["findings"]}
     assert result.code == 1 and found["check"]["status"] == "missing"
     assert found["settings"]["detail"].startswith("pyproject.toml [tool.ralph]")
+
+
+def test_doctor_warns_of_a_tree_left_on_a_loop_branch_and_blocks_while_its_loop_runs(
+    ralph: RunCli, repo: Path, home: Path
+) -> None:
+    """A loop without --worktree leaves the tree on its branch; a new loop would start from
+    that loop's work. `ralph run` allows it (a warning, with the way back to the branch the
+    first loop started from); a loop running in this tree holds its lock (a blocker)."""
+    from ralph.memory.store import MemoryStore
+
+    from .fakes.calc_project import git
+
+    loop = ["-a", AGENT, "-t", CHECK, "--reflector", "heuristic", "--max-iterations", "1"]
+    doctor = ["doctor", "-a", AGENT, "-t", CHECK, "--no-run", "--json"]
+
+    def branch_row() -> tuple[int, dict[str, object] | None]:
+        result = ralph(*doctor, cwd=repo)
+        rows = json.loads(result.out)["findings"]
+        found = [f for f in rows if (f["area"], f["name"]) == ("git", "branch")]
+        return result.code, found[0] if found else None
+
+    assert branch_row() == (0, None)  # on main: nothing to say
+    first = ralph("run", "fix add", *loop, "--json", cwd=repo)
+    assert first.code == 1, first.err
+    first_id = json.loads(first.out)["loop_id"]
+    branch = git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    assert branch.startswith("ralph/fix-add-")
+    code, row = branch_row()
+    assert code == 0 and row is not None
+    assert (row["status"], row["ok"], row["hint"]) == ("loop branch", None, "git switch main")
+    assert f"left by loop {first_id} (failed) from main" in str(row["detail"])
+
+    # a loop can start there (from the first loop's work); the way back still leads to main
+    second = ralph("run", "fix add again", *loop, "--json", cwd=repo)
+    assert second.code == 1, second.err
+    second_id = json.loads(second.out)["loop_id"]
+    assert json.loads(second.out)["base_branch"] == branch
+    code, row = branch_row()
+    assert code == 0 and row is not None and row["hint"] == "git switch main"
+    assert f"left by loop {second_id} (failed) from main" in str(row["detail"])
+
+    # while that loop runs in this tree, no other loop can start here
+    store = MemoryStore(repo)
+    state = store.read_state(second_id)
+    state.status = "running"
+    store.write_state(state)
+    with store.lock(second_id, repo):
+        code, row = branch_row()
+        text = ralph("doctor", "-a", AGENT, "-t", CHECK, "--no-run", cwd=repo)
+    assert code == 1 and row is not None and (row["status"], row["ok"]) == ("loop running", False)
+    assert f"ralph abort {second_id}" in str(row["hint"])
+    assert "a loop cannot start here: git branch" in text.out
+    state.status = "paused"
+    store.write_state(state)
+    code, row = branch_row()
+    assert code == 0 and row is not None
+    assert row["hint"] == f"git switch main (or `ralph resume {second_id}`)"
+
+    git(repo, "switch", "-q", "-c", "ralph/fix-other-0123abcd")  # a loop this memory lacks
+    code, row = branch_row()
+    assert code == 0 and row is not None and row["hint"] == "git switch <your branch>"
+    git(repo, "switch", "-q", "main")
+    assert branch_row() == (0, None)

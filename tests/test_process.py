@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ralph import process
 
 from .fakes.processes import alive
@@ -112,3 +114,33 @@ def test_exit_code_and_on_start_hook(tmp_path: Path) -> None:
     assert len(started) == 1
     assert started[0].returncode == 7
     assert result.duration_ms >= 0
+
+
+def test_a_ctrl_c_while_the_command_is_being_set_up_kills_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A starved main thread may still be in `on_start` or starting the output readers when
+    the command is well under way and Ctrl-C comes (seen as a batch's agent outliving its
+    interrupted loop): the command's group is killed then too, not left running."""
+    import threading
+    import types
+
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    started: list[subprocess.Popen[bytes]] = []
+
+    def interrupt(proc: subprocess.Popen[bytes]) -> None:
+        started.append(proc)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        process.run(command, cwd=tmp_path, on_start=interrupt)
+    assert not alive(started[0].pid)
+
+    class Reader(threading.Thread):
+        def start(self) -> None:
+            raise KeyboardInterrupt  # arrives as the readers start
+
+    monkeypatch.setattr(process, "threading", types.SimpleNamespace(Thread=Reader))
+    with pytest.raises(KeyboardInterrupt):
+        process.run(command, cwd=tmp_path, on_start=started.append)
+    assert not alive(started[1].pid)

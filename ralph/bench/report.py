@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 UNKNOWN = "—"  # a figure nobody reported; "-" is a figure that does not apply
-PARTIAL = "*"  # tokens summed over only some of the arm's runs (footnotes)
+PARTIAL = "*"  # tokens summed over only some of the arm's runs (footnotes); never a cost
 
 
 def _pct(value: float | None) -> str:
@@ -27,22 +27,33 @@ def _diff(arm: dict[str, Any], base: str) -> str:
     return f"{d['difference']:+.0%} [{d['low']:+.0%}, {d['high']:+.0%}]"
 
 
+def _partial_tokens(arm: dict[str, Any]) -> bool:
+    """Some of the runs that used anything did not report tokens."""
+    return arm["tokens"] is not None and arm["tokens_known_runs"] < arm["counted_runs"]
+
+
 def _tokens(arm: dict[str, Any]) -> str:
     """The arm's tokens; unknown when no run reported any; marked when only some did."""
     tokens = arm["tokens"]
     if tokens is None:
         return UNKNOWN
-    partial = arm["tokens_known_runs"] < arm["runs"]
-    return f"{tokens:,}{PARTIAL if partial else ''}"
+    return f"{tokens:,}{PARTIAL if _partial_tokens(arm) else ''}"
+
+
+def _cost(arm: dict[str, Any]) -> str:
+    """The arm's cost: unknown as soon as one run's is (`records.sum_costs`), never marked."""
+    cost = arm["cost_usd"]
+    return UNKNOWN if cost is None else f"${cost:.4f}"
 
 
 def footnotes(summary: dict[str, Any]) -> list[str]:
-    """What the tokens column's marks mean, when it shows them."""
+    """What the tokens and cost columns' marks mean, when they show them."""
     arms = summary["arms"]
+    used = [a for a in arms if a["counted_runs"]]
     partial = [
-        f"{a['tokens_known_runs']} of {a['runs']} runs of {a['arm']}"
-        for a in arms
-        if a["tokens"] is not None and a["tokens_known_runs"] < a["runs"]
+        f"{a['tokens_known_runs']} of {a['counted_runs']} runs of {a['arm']}"
+        for a in used
+        if _partial_tokens(a)
     ]
     lines = []
     if partial:
@@ -50,8 +61,25 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
             f"{PARTIAL} tokens: the sum over the runs that reported them ({', '.join(partial)});"
             " the others' are unknown (a `cmd:` actor, a heuristic reflector), not 0"
         )
-    if any(a["tokens"] is None for a in arms):
+    if any(a["tokens"] is None for a in used):
         lines.append(f"{UNKNOWN} tokens: no run of the arm reported any")
+    unpriced = [
+        f"{a['cost_known_runs']} of {a['counted_runs']} runs of {a['arm']}"
+        for a in used
+        if a["cost_usd"] is None
+    ]
+    if unpriced:
+        lines.append(
+            f"{UNKNOWN} cost: unknown as soon as one run's is ({', '.join(unpriced)} reported"
+            " one). Money adds up by one rule, as in each loop's state: a sum with an unknown"
+            " part is unknown, since the known part alone would make the arm look cheaper than"
+            f" it was; tokens, which the state sums where reported, show that part marked {PARTIAL}"
+        )
+    if len(used) < len(arms):
+        lines.append(
+            f"{UNKNOWN} tokens and cost: no run of the arm used anything (already green, or"
+            " not started)"
+        )
     return lines
 
 
@@ -64,7 +92,6 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     out = []
     for arm in arms:
         mean = arm["mean_iterations_to_green"]
-        cost = arm["cost_usd"]
         out.append(
             [
                 arm["arm"],
@@ -72,7 +99,7 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 *[_pct(arm["success_at_k"][k]) for k in ks],
                 "-" if mean is None else f"{mean:.2f}",
                 _tokens(arm),
-                UNKNOWN if cost is None else f"${cost:.4f}",
+                _cost(arm),
                 f"{arm['wall_seconds']:.1f}",
                 _diff(arm, base),
             ]
@@ -94,8 +121,9 @@ def table(summary: dict[str, Any]) -> tuple[Table, int]:
 
 
 def write_csv(summary: dict[str, Any], out: TextIO) -> None:
-    """One row per arm and k: the figures without formatting (tokens empty when unknown;
-    `tokens_known_runs`: how many runs the sum is over)."""
+    """One row per arm and k: the figures without formatting (tokens and cost empty when
+    unknown; `tokens_known_runs`: how many runs the tokens' sum is over; `cost_known_runs` of
+    `counted_runs` reported a cost)."""
     writer = csv.writer(out)
     writer.writerow(
         [
@@ -106,6 +134,8 @@ def write_csv(summary: dict[str, Any], out: TextIO) -> None:
             "tokens",
             "cost_usd",
             "tokens_known_runs",
+            "cost_known_runs",
+            "counted_runs",
         ]
     )
     for arm in summary["arms"]:
@@ -119,6 +149,8 @@ def write_csv(summary: dict[str, Any], out: TextIO) -> None:
                     arm["tokens"],
                     arm["cost_usd"],
                     arm["tokens_known_runs"],
+                    arm["cost_known_runs"],
+                    arm["counted_runs"],
                 ]
             )
 

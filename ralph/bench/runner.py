@@ -13,7 +13,8 @@ crashed runs and starts the ones that never started, without rerunning finished 
 
 The table (report.py): per arm success@1..k (the share of runs whose targets were green by
 iteration k: `evaluator_output.passed`), mean iterations to green, tokens (summed over the runs
-that reported any; unknown when none did), cost, wall time; and each arm's difference from the
+that reported any; unknown when none did), cost (by the one rule for money, `sum_costs`: unknown
+when one run's is), wall time; and each arm's difference from the
 first arm in final success with a 95 % interval from a paired bootstrap over tasks (2000
 resamples of the tasks, seed 0; each task's repeats averaged first).
 """
@@ -33,7 +34,7 @@ from ralph.ids import new_loop_id
 from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
 from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
-from ralph.records import known_sum, utc_now
+from ralph.records import known_sum, sum_costs, utc_now
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -178,6 +179,9 @@ class Run:
     cost_usd: float | None
     wall_seconds: float
     status: str
+    # the state counted an iteration or a model call; a run that counted nothing (already
+    # green, never started) used nothing: no part of its arm's tokens or cost
+    counted: bool = True
 
 
 @dataclass
@@ -216,6 +220,7 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         cost_usd=usage.cost_usd,
         wall_seconds=usage.wall_seconds,
         status=store.effective_status(state) if state else "not started",
+        counted=state is not None and (state.iteration > 0 or usage.unrecorded_calls > 0),
     )
 
 
@@ -247,8 +252,9 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
     out = []
     for arm in arms:
         greens = [r.green_at for r in arm.runs if r.green_at is not None]
-        costs = [r.cost_usd for r in arm.runs if r.cost_usd is not None]
-        tokens = [r.tokens for r in arm.runs if r.tokens is not None]
+        parts = [r for r in arm.runs if r.counted]
+        tokens = [r.tokens for r in parts if r.tokens is not None]
+        costs = [r.cost_usd for r in parts]
         out.append(
             {
                 "arm": arm.name,
@@ -260,7 +266,11 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
                 # marks a partial sum); None when none did, never 0
                 "tokens": sum(tokens) if tokens else None,
                 "tokens_known_runs": len(tokens),
-                "cost_usd": round(sum(costs), 6) if costs else None,
+                # money by its one rule, as in each loop's state: unknown when one run's cost
+                # is (report.py says how many reported one); None when no run used anything
+                "cost_usd": sum_costs(*costs) if costs else None,
+                "cost_known_runs": sum(c is not None for c in costs),
+                "counted_runs": len(parts),  # the runs that used anything: the marks' "of"
                 "wall_seconds": round(sum(r.wall_seconds for r in arm.runs), 3),
                 "vs_" + base.name: paired_difference(arm, base, max_k) if arm is not base else None,
                 "loops": [r.__dict__ for r in arm.runs],

@@ -9,16 +9,22 @@ endpoint answers: providers/registry.py). Exit 0 when a loop can start, 1 when n
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ralph.cli.common import ConfigOpt, console, print_json
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
 from ralph.errors import RalphError
+
+if TYPE_CHECKING:
+    from ralph.memory.state import LoopState
+    from ralph.memory.store import MemoryStore
 
 
 @dataclass
@@ -133,7 +139,7 @@ def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) ->
         rows += _actor_rows(settings, root, environ)
         rows += _check_rows(settings, root, run=run_checks, show_progress=show_progress)
         agents, providers = agents_job.result(), providers_job.result()
-    rows += _git_rows(settings, root)
+    rows += _git_rows(settings, root, store)
     rows.append(_memory_row(store))
     for probe in agents:
         rows.append(_agent_row(probe))
@@ -235,7 +241,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
     return [rows[c.spec.name] for c in suite.checks] + ([rows["(all)"]] if "(all)" in rows else [])
 
 
-def _git_rows(settings: Any, root: Path) -> list[Row]:
+def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     from ralph import process
     from ralph.workspace.base import name_some
     from ralph.workspace.git import GitWorkspace
@@ -260,14 +266,76 @@ def _git_rows(settings: Any, root: Path) -> list[Row]:
         hint = "commit something first (git commit --allow-empty -m init), or use --no-git"
         return [Row("git", "repository", "no commits", f"{root} has no commits", False, hint)]
     branch = process.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root).stdout.strip()
+    on_loop = _loop_branch_row(store, branch)
+    after = [on_loop] if on_loop else []
     dirty = workspace.dirty_files()
     where = f"{branch or 'HEAD'} at {head[:12]}"
     if dirty and not settings.allow_dirty:
         hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"
         detail = f"{where}; uncommitted: {name_some(dirty, 5)}"
-        return [Row("git", "repository", "dirty", detail, False, hint)]
+        return [Row("git", "repository", "dirty", detail, False, hint), *after]
     state = f"{len(dirty)} uncommitted (--allow-dirty)" if dirty else "clean"
-    return [Row("git", "repository", "ok", f"{where}, {state}; {root}")]
+    return [Row("git", "repository", "ok", f"{where}, {state}; {root}"), *after]
+
+
+def _loop_of_branch(store: MemoryStore, branch: str) -> LoopState | None:
+    """The state of the loop whose branch this is (`ids.loop_branch`, or `ralph/<loop-id>` of
+    loops started before), or None."""
+    from ralph.errors import StoreError
+    from ralph.ids import LOOP_ID_PATTERN
+
+    rest = branch.removeprefix("ralph/")
+    for loop_id in (f"ralph-{rest}", rest) if rest != branch else ():
+        if LOOP_ID_PATTERN.fullmatch(loop_id) and store.state_path(loop_id).exists():
+            with contextlib.suppress(StoreError):
+                state = store.read_state(loop_id)
+                if state.git is not None and state.git.branch == branch:
+                    return state
+    return None
+
+
+def _start_of(store: MemoryStore, state: LoopState) -> tuple[str, str]:
+    """Where the work of `state`'s loop began and the command that goes back there: its
+    starting branch, past the branches of loops it was started on (a loop on a loop)."""
+    git = state.git
+    for _ in range(20):  # each step is an earlier loop; a chain this long is no one's
+        earlier = (
+            _loop_of_branch(store, git.original_branch) if git and git.original_branch else None
+        )
+        if earlier is None:
+            break
+        git = earlier.git
+    if git and git.original_branch:
+        return git.original_branch, f"git switch {git.original_branch}"
+    commit = ((git.original_commit or git.base_commit) if git else None) or ""
+    if commit:  # it started on a detached HEAD
+        return commit[:12], f"git switch --detach {commit[:12]}"
+    return "an unknown branch", "git switch <your branch>"
+
+
+def _loop_branch_row(store: MemoryStore, branch: str) -> Row | None:
+    """The tree left on an earlier loop's branch (a loop without --worktree stays there): a new
+    loop would start from that loop's work, not from your branch. `ralph run` allows it (its
+    preflight refuses a dirty tree and an existing branch of the same id), so a warning; but a
+    loop still running in this tree holds the tree's lock, and no other starts here."""
+    state = _loop_of_branch(store, branch)
+    if state is None:
+        if re.fullmatch(r"ralph/[a-z0-9-]+-[0-9a-f]{8}", branch):
+            detail = f"{branch}: a ralph loop branch; this memory has no loop for it"
+            return Row("git", "branch", "loop branch", detail, None, "git switch <your branch>")
+        return None
+    status = store.effective_status(state)
+    if status == "running":
+        detail = f"{branch}: loop {state.loop_id} is running in this tree"
+        hint = f"wait for it, `ralph abort {state.loop_id}`, or start another loop with --worktree"
+        return Row("git", "branch", "loop running", detail, False, hint)
+    start, switch = _start_of(store, state)
+    detail = (
+        f"{branch}, left by loop {state.loop_id} ({status}) from {start}: a new loop here would"
+        " start from that loop's work"
+    )
+    resume = f" (or `ralph resume {state.loop_id}`)" if status in ("paused", "crashed") else ""
+    return Row("git", "branch", "loop branch", detail, None, switch + resume)
 
 
 def _memory_row(store: Any) -> Row:

@@ -139,9 +139,12 @@ class RichReporter(PlainReporter):
         self.state: dict[str, Any] = {"iteration": 0, "phase": "", "checks": [], "rewards": []}
         self.last_output = ""  # the newest line the actor or a check printed
         self.phase_started = time.monotonic()
-        self.tokens: int | None = None  # unknown until an attempt reports some
-        self.cost: float | None = None
+        self.loop: LoopState | None = None  # the runner's, which it counts into
         self.live: Live | None = None
+
+    def loop_started(self, state: LoopState, resumed: bool) -> None:
+        self.loop = state
+        super().loop_started(state, resumed)
 
     def line(self, text: str) -> None:
         self.console.print(redact(text), markup=False, highlight=False)
@@ -167,9 +170,8 @@ class RichReporter(PlainReporter):
             parts.append(Text("  " + clip(self.last_output, width), style="dim"))
         if s["checks"]:
             parts.append(Text("  " + "   ".join(s["checks"])))
-        cost = "unknown" if self.cost is None else f"${self.cost:.4f}"
-        tokens = "unknown" if self.tokens is None else f"{self.tokens:,}"
-        parts.append(Text(f"  rewards {sparkline(s['rewards'])}  tokens {tokens}  cost {cost}"))
+        usage = "" if self.loop is None else f"  {usage_text(self.loop)}"
+        parts.append(Text(f"  rewards {sparkline(s['rewards'])}{usage}"))
         return Group(*parts)
 
     def _refresh(self) -> None:
@@ -213,12 +215,6 @@ class RichReporter(PlainReporter):
 
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
         self.state["rewards"].append(record.reward)
-        if record.ralph:
-            tokens = record.ralph.usage.tokens()
-            if tokens is not None:
-                self.tokens = (self.tokens or 0) + tokens
-            if record.ralph.usage.cost_usd is not None:
-                self.cost = (self.cost or 0.0) + record.ralph.usage.cost_usd
         super().iteration_done(record, decision)
 
     def loop_finished(self, result: LoopResult) -> None:
@@ -226,6 +222,21 @@ class RichReporter(PlainReporter):
             self.live.stop()
             self.live = None
         super().loop_finished(result)
+
+
+def usage_text(state: LoopState) -> str:
+    """The loop's totals as its state counts them: every record's and a judge's calls outside
+    an iteration (`usage.unrecorded_calls`), earlier runs of a resumed loop too. Money by the
+    one rule (`records.sum_costs`, as the state adds it): unknown as soon as a part is."""
+    from ralph.records import known_sum  # loaded with the state; not on progress_bar's path
+
+    usage = state.usage
+    if state.iteration == 0 and not usage.unrecorded_calls:
+        return "tokens none yet  cost none yet"  # None here is nothing counted, not unknown
+    tokens = known_sum((usage.tokens_in, usage.tokens_out))
+    shown = "unknown" if tokens is None else f"{tokens:,}"
+    cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+    return f"tokens {shown}  cost {cost}"
 
 
 class SilentReporter(PlainReporter):

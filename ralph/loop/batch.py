@@ -293,6 +293,11 @@ class Batch:
         self.lock = threading.Lock()
         self.stopping = False
         self.running: dict[str, subprocess.Popen[bytes]] = {}
+        # The loops inherit this process's SIGINT: ignored (`ralph batch ... &` in a script),
+        # it never reaches them, so they are stopped with SIGTERM, which ralph always handles
+        # like Ctrl-C (as `ralph abort` does); otherwise with SIGINT, a Ctrl-C.
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        self.stop_signal = signal.SIGTERM if ignored else signal.SIGINT
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
@@ -345,7 +350,8 @@ class Batch:
         entry.exit_code = result.exit_code
         entry.refresh(self.store)
         if not self.store.state_path(entry.loop_id).exists():
-            entry.status = "not started" if result.exit_code in (130, -2) else "error"
+            stopped = result.exit_code in (130, -signal.SIGINT, -signal.SIGTERM)
+            entry.status = "not started" if stopped else "error"
         if result.exit_code not in (0, 1, 3, 130):
             lines = [line for line in result.stderr.splitlines() if line.strip()]
             entry.error = next((ln for ln in lines if ln.startswith("ralph: ")), None) or (
@@ -366,7 +372,7 @@ class Batch:
         with self.lock:
             self.running[entry.loop_id] = proc
             if self.stopping:  # Ctrl-C came while it was starting
-                _interrupt(proc)
+                _interrupt(proc, self.stop_signal)
 
     def _poll(self) -> None:
         for entry in self.entries:
@@ -377,17 +383,18 @@ class Batch:
         self.view.update(self.entries)
 
     def _stop_all(self) -> None:
-        """Ctrl-C each loop once (each saves itself and exits 130); start no more."""
+        """Ctrl-C each loop once (`stop_signal`; each saves itself and exits 130); start no
+        more."""
         with self.lock:
             self.stopping = True
             procs = list(self.running.values())
         for proc in procs:
-            _interrupt(proc)
+            _interrupt(proc, self.stop_signal)
 
 
-def _interrupt(proc: subprocess.Popen[bytes]) -> None:
+def _interrupt(proc: subprocess.Popen[bytes], stop_signal: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, stop_signal)
 
 
 @contextlib.contextmanager
