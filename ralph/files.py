@@ -126,11 +126,13 @@ def writable_hint(path: Path) -> str:
     return f"free disk space and make {path.parent} writable; the file was left as it was"
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
+def atomic_write_json(path: Path, data: Any, *, redacted: bool = False) -> None:
     """JSON as every reader understands it (NaN or Infinity is refused, never written), its
-    strings redacted one by one (redacting the text could cut through JSON syntax)."""
+    strings redacted one by one (redacting the text could cut through JSON syntax);
+    `redacted`: `data` is `redact_data`'s result already (a record is redacted, then checked)."""
     try:
-        text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
+        safe = data if redacted else redact_data(data)
+        text = json.dumps(safe, indent=2, ensure_ascii=False, allow_nan=False)
     except ValueError as exc:
         raise StoreError(f"refusing to write {path}: {exc}") from None
     _store_write(path, text + "\n")

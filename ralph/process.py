@@ -228,28 +228,30 @@ def _group_alive(pgid: int) -> bool:
     """Whether any non-zombie process is left in the group.
 
     Orphans are reparented to PID 1, which in a container may never reap them; a zombie still
-    answers kill(0), so on Linux /proc is asked for live members instead.
+    answers kill(0), so on Linux /proc is asked for live members instead. A group kill(0) does
+    not find has no member at all: the usual case, answered without reading all of /proc
+    (1-3 ms, twice per iteration).
     """
-    proc_root = Path("/proc")
-    if proc_root.is_dir():
-        for entry in os.scandir(proc_root):
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = Path(entry.path, "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-                return True
-        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass  # a member this user may not signal: alive, unless /proc says it is a zombie
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
         return True
-    return True
+    for entry in os.scandir(proc_root):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def start_time(pid: int) -> int | None:

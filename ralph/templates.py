@@ -7,6 +7,7 @@ Prompts are plain text, so HTML escaping is off and a missing key renders as not
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -54,13 +55,9 @@ def load_template(name: str, *, project_root: Path | None) -> str:
 
 def render(name: str, context: Mapping[str, Any], *, project_root: Path | None = None) -> str:
     """Render template `name` with `context`; ConfigError for a bad name or a broken template."""
-    import pystache
-
     text = load_template(name, project_root=project_root)
-    # partials={} keeps `{{> x}}` from reading files relative to the working directory.
-    renderer = pystache.Renderer(escape=lambda s: s, missing_tags="ignore", partials={})
     try:
-        rendered: str = renderer.render(text, dict(context))
+        rendered: str = _renderer().render(_parsed(text), dict(context))
     except Exception as exc:  # pystache raises its own ParsingError and plain errors
         where = template_source(name, project_root=project_root)
         raise ConfigError(
@@ -68,6 +65,22 @@ def render(name: str, context: Mapping[str, Any], *, project_root: Path | None =
             hint="check the template's mustache tags ({{#x}} ... {{/x}} must pair up)",
         ) from None
     return rendered
+
+
+@functools.cache
+def _renderer() -> Any:
+    import pystache
+
+    # partials={} keeps `{{> x}}` from reading files relative to the working directory.
+    return pystache.Renderer(escape=lambda s: s, missing_tags="ignore", partials={})
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> Any:
+    """A template's text parsed once, not once per prompt (half of a render's time)."""
+    import pystache
+
+    return pystache.parse(text)
 
 
 def cap(text: str, limit: int) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +67,25 @@ def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     isolate(monkeypatch, tmp_path_factory.getbasetemp() / "user-cache")
+
+
+@pytest.fixture(autouse=True)
+def _states_match_their_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop writes its state without the schema (its types keep it valid, issue 21):
+    every state a test writes is checked here, so one the schema refuses fails that test."""
+    import json
+
+    from ralph import schemas
+    from ralph.memory.store import MemoryStore
+
+    write = MemoryStore.write_state
+
+    def checked(store: MemoryStore, state: Any) -> None:
+        write(store, state)
+        data = json.loads(store.state_path(state.loop_id).read_text("utf-8"))
+        assert schemas.errors(schemas.LOOP_STATE, data) == [], "an invalid state was written"
+
+    monkeypatch.setattr(MemoryStore, "write_state", checked)
 
 
 @contextmanager

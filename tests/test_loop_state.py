@@ -112,6 +112,15 @@ def test_a_state_whose_settings_cannot_be_read_is_one_store_error(tmp_path: Path
     assert store.list_loops()[0].problem is not None  # listed, not a crash
 
 
+def test_a_state_with_a_status_the_schema_does_not_know_is_never_written(tmp_path: Path) -> None:
+    """The one writer skips the schema (issue 21); the one field its types leave open is
+    checked, and nothing reaches the file."""
+    store = MemoryStore(tmp_path)
+    with pytest.raises(StoreError, match="status 'finished'"):
+        store.write_state(LoopState("ralph-bad-2", "task", status="finished"))
+    assert not store.state_path("ralph-bad-2").exists()
+
+
 def test_a_worktree_loop_before_its_branch_keeps_only_the_worktree() -> None:
     git = GitState(worktree="/w")
     assert git.to_json() == {"worktree": "/w"}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ralph import process
+from ralph.redact import redact
 
 from .fakes.processes import alive
 
@@ -69,6 +70,18 @@ def test_secret_environment_values_are_redacted(tmp_path: Path) -> None:
     assert secret not in result.stdout + result.stderr
     assert result.stdout == "key=[REDACTED:DEMO_API_KEY]\n"
     assert result.stderr == "[REDACTED:DEMO_API_KEY]\n"
+
+
+def test_the_environment_is_read_again_once_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its secrets are kept between redactions (issue 21), never past a change."""
+    monkeypatch.setenv("DEMO_TOKEN", "first-secret-value")
+    assert redact("a first-secret-value") == "a [REDACTED:DEMO_TOKEN]"
+    monkeypatch.setenv("DEMO_TOKEN", "second-secret-value")
+    assert redact("first-secret-value second-secret-value") == (
+        "first-secret-value [REDACTED:DEMO_TOKEN]"
+    )
+    monkeypatch.delenv("DEMO_TOKEN")
+    assert redact("second-secret-value") == "second-secret-value"
 
 
 def test_credential_shapes_are_redacted_without_an_env_variable(tmp_path: Path) -> None:
@@ -144,3 +157,15 @@ def test_a_ctrl_c_while_the_command_is_being_set_up_kills_it(
     with pytest.raises(KeyboardInterrupt):
         process.run(command, cwd=tmp_path, on_start=started.append)
     assert not alive(started[1].pid)
+
+
+def test_a_group_is_alive_while_a_member_runs_and_gone_once_none_is_left(tmp_path: Path) -> None:
+    """`kill_group` asks this after every command; a group with no member at all is answered
+    without reading /proc (issue 21), one with a live member still counts."""
+    leader = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert process._group_alive(leader.pid)
+    finally:
+        leader.kill()
+        leader.wait()
+    assert not process._group_alive(leader.pid)

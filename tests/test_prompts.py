@@ -119,6 +119,14 @@ def test_override_in_project_replaces_the_packaged_template(tmp_path: Path) -> N
     assert "JSON" in templates.render("repair", {"errors": ["x"]}, project_root=tmp_path)
 
 
+def test_an_override_edited_during_a_loop_is_used_for_the_next_prompt(tmp_path: Path) -> None:
+    """Templates are parsed once (issue 21), per text: an edit between two prompts shows."""
+    write_override(tmp_path, "actor", "FIRST {{task}}")
+    assert templates.render("actor", actor_context(), project_root=tmp_path).startswith("FIRST")
+    write_override(tmp_path, "actor", "SECOND {{task}}")
+    assert templates.render("actor", actor_context(), project_root=tmp_path).startswith("SECOND")
+
+
 def test_without_an_override_the_packaged_template_is_used(tmp_path: Path) -> None:
     with_root = templates.render("actor", actor_context(), project_root=tmp_path)
     assert with_root == templates.render("actor", actor_context(), project_root=None)

@@ -366,6 +366,34 @@ def test_the_stop_policy(
         assert all(a.reward <= best_before for a in history[-patience:])
 
 
+def stalled_by_definition(history: list[Attempt], baseline: Attempt | None) -> int:
+    """The plateau as first written (quadratic): each attempt against all before it."""
+    run = 0
+    for index in range(len(history) - 1, -1, -1):
+        attempt, earlier = history[index], history[:index]
+        previous = earlier[-1] if earlier else baseline
+        best_before = max(
+            [a.reward for a in earlier] + ([baseline.reward] if baseline else []), default=0.0
+        )
+        same = previous is not None and previous.fingerprint == attempt.fingerprint
+        if attempt.passed or attempt.reward > best_before or not same:
+            break
+        run += 1
+    return run
+
+
+@FAST
+@given(attempts, st.booleans(), st.floats(0, 1, allow_nan=False))
+def test_the_plateau_is_counted_in_one_pass_as_defined(
+    raw: list[tuple[float, bool, str]], with_baseline: bool, start: float
+) -> None:
+    """Issue 21: counted in one pass, asked twice per iteration; the same count as defined."""
+    history = [Attempt(i + 1, r, ok, fp) for i, (r, ok, fp) in enumerate(raw)]
+    baseline = Attempt(0, start, False, "a") if with_baseline else None
+    expected = stalled_by_definition(history, baseline)
+    assert StopPolicy().stalled_run(history, baseline) == expected
+
+
 # -- the reflector's answer ------------------------------------------------------------------
 
 json_values = st.recursive(

@@ -88,18 +88,21 @@ class StopPolicy:
     refine: bool = False  # the only target is a judge: Self-Refine's stopping rules apply
 
     def stalled_run(self, history: list[Attempt], baseline: Attempt | None) -> int:
-        """How many of the latest attempts in a row failed the same way without improving."""
+        """How many of the latest attempts in a row failed the same way without improving.
+
+        Linear: asked twice per iteration, it must not cost more at iteration 200 than the
+        one walk over the history (issue 21)."""
+        best = baseline.reward if baseline else None
+        best_before = []  # the best reward before each attempt (0.0 before anything)
+        for attempt in history:
+            best_before.append(0.0 if best is None else best)
+            best = attempt.reward if best is None else max(best, attempt.reward)
         run = 0
         for index in range(len(history) - 1, -1, -1):
             attempt = history[index]
-            earlier = history[:index]
-            previous = earlier[-1] if earlier else baseline
-            best_before = max(
-                [a.reward for a in earlier] + ([baseline.reward] if baseline else []),
-                default=0.0,
-            )
+            previous = history[index - 1] if index else baseline
             same_failure = previous is not None and previous.fingerprint == attempt.fingerprint
-            if attempt.passed or attempt.reward > best_before or not same_failure:
+            if attempt.passed or attempt.reward > best_before[index] or not same_failure:
                 break
             run += 1
         return run

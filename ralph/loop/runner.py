@@ -25,7 +25,7 @@ from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
 from ralph.loop.iteration import Iteration, Prompt, make_record, name_commit
-from ralph.loop.policy import Decision, Spend, StopPolicy, attempts, baseline_attempt
+from ralph.loop.policy import Attempt, Decision, Spend, StopPolicy, attempts, baseline_attempt
 from ralph.loop.result import (
     ABORTED_MESSAGE,
     EXIT_CODES,
@@ -61,6 +61,7 @@ class LoopRunner:
     _kept: dict[int, Evaluation] = field(default_factory=dict, init=False)
     _reverted: dict[str, Any] | None = field(default=None, init=False)
     _unmatched: list[str] = field(default_factory=list, init=False)
+    _attempts: list[Attempt] = field(default_factory=list, init=False)  # `records` for the policy
     _guard: MemoryGuard = field(init=False)
 
     def __post_init__(self) -> None:
@@ -203,7 +204,7 @@ class LoopRunner:
                 if exhausted:
                     return self._stop(state, Decision("budget", exhausted), started)
                 record = self._iteration(state, state.iteration + 1, policy, started)
-                history = attempts(self.records)
+                history = self._history()
                 spend = self._spend(state, started)
                 decision = policy.decide(history, baseline_attempt(state.baseline), spend)
                 self.reporter.iteration_done(record, decision)
@@ -281,7 +282,7 @@ class LoopRunner:
             evaluation=self._last_evaluation,
             reflections=reflections,
             lessons=lessons,
-            pivot=policy.should_pivot(attempts(self.records), baseline_attempt(state.baseline)),
+            pivot=policy.should_pivot(self._history(), baseline_attempt(state.baseline)),
             unmatched_edits=self._unmatched,
             reverted=reverted,
         )
@@ -324,6 +325,13 @@ class LoopRunner:
         return record
 
     # bookkeeping --------------------------------------------------------------------------
+    def _history(self) -> list[Attempt]:
+        """`records` as the policy sees them, extended as they grow, not rebuilt each time."""
+        if len(self._attempts) > len(self.records):
+            self._attempts = []
+        self._attempts.extend(attempts(self.records[len(self._attempts) :]))
+        return self._attempts
+
     def _save(self, state: LoopState, started: float | None = None) -> None:
         """The one writer of the state file; `started`: the loop's clock, for its wall time."""
         if started is not None:

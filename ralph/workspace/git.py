@@ -93,6 +93,7 @@ class GitWorkspace:
         self._base_tree: str | None = None
         self._committed_tree: str | None = None
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
+        self._head_tree: tuple[str, str] | None = None  # that commit and its tree (immutable)
         self._branch: str | None = None  # the loop's branch, once started or resumed
 
     def _identity_env(self) -> dict[str, str]:
@@ -159,6 +160,8 @@ class GitWorkspace:
         return self._git.text("write-tree", env=env)
 
     def _tree_of(self, rev: str | None) -> str:
+        if rev is not None and self._head_tree is not None and self._head_tree[0] == rev:
+            return self._head_tree[1]  # one git process less per iteration
         if rev is not None:
             return self._git.text("rev-parse", f"{rev}^{{tree}}")
         with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
@@ -269,13 +272,13 @@ class GitWorkspace:
         with self._scratch_index() as env:  # a copy of that index: the work tree is staged
             tree = self._stage_tree(env, memory_from_head=True, head=head, staged=True)
         if head and tree == self._tree_of(head):
-            self._committed_tree, self._committed_head = tree, head
+            self._committed_tree, self._committed_head, self._head_tree = tree, head, (head, tree)
             return None
         sha = self._commit_tree(tree, [head] if head else [], message)
         self._git.run("update-ref", "-m", message, "HEAD", sha, head or "")
         # Outside memory the work tree is this tree now: the next iteration's diff base, unless
         # a rollback changes the tree first. Saves staging the whole tree once per iteration.
-        self._committed_tree, self._committed_head = tree, sha
+        self._committed_tree, self._committed_head, self._head_tree = tree, sha, (sha, tree)
         return sha
 
     def restore(self, commit: str) -> None:
