@@ -3,12 +3,14 @@
 Reading 20,000 records means 20,000 `json.loads` of a few kilobytes each; analysing them needs a
 dozen fields of each. `FactsReader` extracts those fields straight from the parsed JSON (no
 schema validation on the fast path: a file is validated, for its reasons, only when extraction
-fails) and keeps them in `.aiwg/ralph/index.sqlite`, keyed by the file's (mtime_ns, size, inode).
-The JSON files stay the source of truth: a changed file is read again, a vanished one forgotten,
-and a cache that cannot be opened, read or written is simply not used (it is deleted and rebuilt
-when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
+fails) and keeps them in `.aiwg/ralph/index.sqlite`, each file's facts under its (mtime_ns, size,
+inode). The JSON files stay the source of truth: a changed file is read again, a vanished one
+forgotten, and a cache that cannot be opened, read or written is simply not used (it is deleted
+and rebuilt when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
 
-The cache is written once, at the end, in one transaction.
+The cache holds one row per folder (a loop's records, a loop's state): a warm run decodes a
+thousand small JSON lists rather than twenty thousand, a cold one encodes as few, and every
+file is still checked against its own stat. It is written once, at the end, in one transaction.
 """
 
 from __future__ import annotations
@@ -29,12 +31,10 @@ from ralph.records import BEST_FAILING_REWARD
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 8  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
-# 7: unknown tokens; 8: the checks' (a judge's) tokens
-SCHEMA = (
-    "CREATE TABLE files (path TEXT PRIMARY KEY,"
-    " mtime_ns INTEGER, size INTEGER, inode INTEGER, facts TEXT, problem TEXT)"
-)
+INDEX_VERSION = 9  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+# 7: unknown tokens; 8: the checks' (a judge's) tokens; 9: one row per folder
+# One row per folder, `reflections/<loop>` or `loops/<loop>`: its files' entries (see Entry).
+SCHEMA = "CREATE TABLE files (path TEXT PRIMARY KEY, facts TEXT NOT NULL)"
 T = TypeVar("T")
 
 
@@ -212,7 +212,7 @@ def state_facts(data: Any) -> StateFacts:
 def _read_record(path: str, loop_id: str, iteration: int) -> tuple[IterationFacts | None, str]:
     """Facts, or None and the reason; the full schema validation runs only for the reason."""
     try:
-        with open(path, "rb") as handle:
+        with open(path, "rb", buffering=0) as handle:  # one read(2) of the whole file
             data = json.loads(handle.read().decode("utf-8"))
         return record_facts(data, loop_id, iteration), ""
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
@@ -222,8 +222,8 @@ def _read_record(path: str, loop_id: str, iteration: int) -> tuple[IterationFact
 
 def _read_state(path: str) -> tuple[StateFacts | None, str]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return state_facts(json.loads(handle.read())), ""
+        with open(path, "rb", buffering=0) as handle:
+            return state_facts(json.loads(handle.read().decode("utf-8"))), ""
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         from ralph.errors import StoreError
 
@@ -238,18 +238,20 @@ def _reason(exc: Exception) -> str:
     return f"missing field {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
 
 
-def _unpack(cls: type[T], packed: str | None) -> T | None:
-    """A cached row back into facts; None (read the file again) if the row is not usable."""
+def _unpack(cls: type[T], packed: Any) -> T | None:
+    """A cached entry's facts back into facts; None (read the file again) if not usable."""
+    if type(packed) is not list:
+        return None
     try:
-        return cls(*json.loads(packed or ""))
-    except (ValueError, TypeError):
+        return cls(*packed)
+    except TypeError:
         return None
 
 
-Key = tuple[int, int, int]
-Row = tuple[Key, str | None, str]
+# A folder's row is a JSON list of entries, one per file: [name, mtime_ns, size, inode, facts
+# (the fields in RECORD_FIELDS or STATE_FIELDS order) or null, the problem when null].
+Entry = list[Any]
 Entries = list[tuple[int, os.DirEntry[str]]]
-Update = tuple[str, int, int, int, str | None, str]
 
 
 def _list_records(folder: str) -> Entries:
@@ -261,14 +263,28 @@ def _list_records(folder: str) -> Entries:
         )
 
 
+def _from_cache(
+    entry: Entry | None, st: os.stat_result, cls: type[T]
+) -> tuple[T | None, str | None]:
+    """A cached entry of a file with this stat: (facts, ""), (None, problem), or (None, None)
+    when it is stale or unusable and the file must be read again."""
+    if entry is None or (entry[1], entry[2], entry[3]) != (st.st_mtime_ns, st.st_size, st.st_ino):
+        return None, None
+    if entry[4] is None:
+        problem = entry[5]
+        return None, (problem if isinstance(problem, str) and problem else None)
+    facts = _unpack(cls, entry[4])
+    return facts, ("" if facts is not None else None)
+
+
 class FactsReader:
     """Reads facts through the cache when it can, straight from the files when it cannot."""
 
     def __init__(self, store: MemoryStore, *, use_index: bool = True) -> None:
         self.store = store
-        self._rows: dict[str, Row] = {}
+        self._rows: dict[str, str] = {}
         self._seen: set[str] = set()
-        self._updates: list[Update] = []
+        self._updates: list[tuple[str, str]] = []
         self._db: sqlite3.Connection | None = self._open() if use_index else None
         # plain strings: this runs for thousands of loops (ids are validated by the caller)
         self._reflections = os.path.join(store.base, "reflections")
@@ -286,73 +302,74 @@ class FactsReader:
         if db is None:
             return None
         try:
-            for name, mtime, size, inode, facts, problem in db.execute(
-                "SELECT path, mtime_ns, size, inode, facts, problem FROM files"
-            ):
-                self._rows[name] = ((mtime, size, inode), facts, problem)
+            self._rows = dict(db.execute("SELECT path, facts FROM files"))
         except sqlite3.DatabaseError:
             self._rows.clear()
             db.close()
             return None
         return db
 
-    def _cached(self, name: str, entry: os.DirEntry[str] | str) -> tuple[Key, Row | None]:
-        st = entry.stat() if isinstance(entry, os.DirEntry) else os.stat(entry)
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        self._seen.add(name)
-        row = self._rows.get(name)
-        return key, row if row is not None and row[0] == key else None
+    def _cached(self, folder: str) -> dict[str, Entry]:
+        """The folder's cached entries by file name; none when its row is not usable."""
+        self._seen.add(folder)
+        packed = self._rows.get(folder)
+        if packed is None:
+            return {}
+        try:
+            return {entry[0]: entry for entry in json.loads(packed) if len(entry) == 6}
+        except (ValueError, TypeError, KeyError):
+            return {}
 
-    def _remember(self, name: str, key: Key, facts: str | None, problem: str) -> None:
+    def _remember(self, folder: str, entries: list[Entry]) -> None:
         if self._db is not None:
-            self._updates.append((name, *key, facts, problem))
+            self._updates.append((folder, json.dumps(entries, ensure_ascii=False)))
 
     # facts ------------------------------------------------------------------------------
     def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
         """The state facts, or None and a problem (None when there simply is no state file)."""
         path = os.path.join(self._loops, loop_id, "state.json")
-        name = f"loops/{loop_id}/state.json"
         try:
-            key, row = self._cached(name, path)
+            st = os.stat(path)
         except OSError:
             return None, None
-        if row is not None and not row[1]:
-            return None, row[2]
-        cached = _unpack(StateFacts, row[1]) if row is not None else None
-        if cached is not None:
-            return cached, None
-        facts, problem = _read_state(path)
-        packed = None if facts is None else json.dumps(_state_values(facts))
-        self._remember(name, key, packed, problem)
+        folder = f"loops/{loop_id}"
+        facts, problem = _from_cache(self._cached(folder).get("state.json"), st, StateFacts)
+        if problem is None:
+            facts, problem = _read_state(path)
+            values = None if facts is None else _state_values(facts)
+            self._remember(folder, [["state.json", *_key(st), values, problem]])
         return facts, (problem if facts is None else None)
 
     def records(self, loop_id: str) -> LoopFiles:
         out = LoopFiles()
         try:
-            entries = _list_records(os.path.join(self._reflections, loop_id))
+            listed = _list_records(os.path.join(self._reflections, loop_id))
         except OSError:
             return out
-        for iteration, entry in entries:
-            name = f"reflections/{loop_id}/{entry.name}"
+        folder = f"reflections/{loop_id}"
+        cached = self._cached(folder)
+        entries: list[Entry] = []
+        changed = len(cached) != len(listed)
+        for iteration, file in listed:
             try:
-                key, row = self._cached(name, entry)
+                st = file.stat()
             except OSError:
+                changed = True
                 continue  # removed while we listed it
-            if row is not None and not row[1]:
-                out.invalid.append((entry.path, row[2]))
-                continue
-            cached = _unpack(IterationFacts, row[1]) if row is not None else None
-            if cached is not None:
-                out.records.append(cached)
-                continue
-            facts, problem = _read_record(entry.path, loop_id, iteration)
+            entry = cached.get(file.name)
+            facts, problem = _from_cache(entry, st, IterationFacts)
+            if problem is None or entry is None:
+                changed = True
+                facts, problem = _read_record(file.path, loop_id, iteration)
+                values = None if facts is None else _record_values(facts)
+                entry = [file.name, *_key(st), values, problem]
+            entries.append(entry)
             if facts is None:
-                out.invalid.append((entry.path, problem))
-                self._remember(name, key, None, problem)
+                out.invalid.append((file.path, problem))
             else:
                 out.records.append(facts)
-                packed = json.dumps(_record_values(facts))
-                self._remember(name, key, packed, "")
+        if changed:
+            self._remember(folder, entries)
         return out
 
     def close(self, *, forget_unseen: bool) -> None:
@@ -361,9 +378,7 @@ class FactsReader:
             return
         try:
             with self._db:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", self._updates
-                )
+                self._db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?)", self._updates)
                 if forget_unseen:
                     gone = [(name,) for name in self._rows if name not in self._seen]
                     self._db.executemany("DELETE FROM files WHERE path = ?", gone)
@@ -372,3 +387,7 @@ class FactsReader:
         finally:
             self._db.close()
             self._db = None
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_mtime_ns, st.st_size, st.st_ino

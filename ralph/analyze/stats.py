@@ -75,7 +75,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ralph.analyze.cache import FactsReader, IterationFacts, LoopFiles, StateFacts
 from ralph.analyze.trace_stats import action_stats
@@ -84,9 +84,6 @@ from ralph.ids import validate_loop_id
 from ralph.memory.store import STATUSES, MemoryStore
 from ralph.memory.transfer import status_from_records
 from ralph.records import sum_costs
-
-if TYPE_CHECKING:
-    pass
 
 BREAKTHROUGH = 0.3
 RECURRING = 3
