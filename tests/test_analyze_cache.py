@@ -1,18 +1,20 @@
 """`ralph analyze`'s facts cache: a cold run (which builds `.aiwg/ralph/index.sqlite`), a warm
 one (which reads it) and a run without it print the same JSON, on a generated memory with every
-kind of record and file the reader meets."""
+kind of record and file the reader meets; the cold read split over two processes too."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
 
-from ralph.analyze import cache
+from ralph.analyze import cache, prefetch
 from ralph.analyze.stats import analysis_json, analyze
+from ralph.errors import StoreError
 from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
@@ -31,6 +33,7 @@ from ralph.records import (
 from .conftest import RunCli
 
 CAUSES = ["Off by one in the loop.", "off by one  in the loop", "Forgot the empty input"]
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the split read forks on Linux")
 TEXTS = ["I missed the compact form.\nNext: match it first.", "naïve — “quoted” ✓\u2028 tab\there"]
 
 
@@ -119,6 +122,7 @@ def test_cold_and_warm_runs_print_the_same_json(
     memory: MemoryStore, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = memory.base / cache.INDEX_NAME
+    monkeypatch.setattr(prefetch, "SPLIT_FROM", 10**9)  # one process: the plain cold read
     plain = analysis_json(analyze(memory, use_index=False))
     assert not index.exists()
     cold = run_json(ralph, memory)
@@ -130,6 +134,74 @@ def test_cold_and_warm_runs_print_the_same_json(
     assert json.loads(cold) == json.loads(json.dumps(plain))
     out = json.loads(cold)
     assert out["summary"]["invalid_files"] == 3 and out["summary"]["recurring_root_causes"]
+
+
+@linux_only
+def test_a_cold_read_on_two_processes_gives_the_same_json(
+    memory: MemoryStore, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = json.dumps(analysis_json(analyze(memory, use_index=False)))
+    forks: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        forks.append(pid)
+        return pid
+
+    read: list[str] = []  # by this process: the child counts in its own copy
+    real_read = cache._read_record
+
+    def counted(path: str, loop_id: str, iteration: int) -> object:
+        read.append(path)
+        return real_read(path, loop_id, iteration)
+
+    monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(cache, "_read_record", counted)
+    cold = run_json(ralph, memory)
+    assert forks, "the cold read did not use a second process"
+    total = sum(len(memory.record_paths(loop_id)) for loop_id in memory.loop_ids())
+    assert 0 < len(read) < total * 0.7  # the other records came from the child
+    with monkeypatch.context() as m:
+        no_reading(m)  # the child's rows were written to the cache
+        assert run_json(ralph, memory) == cold
+    assert json.loads(cold) == json.loads(plain)
+
+
+@linux_only
+def test_a_failing_child_leaves_the_parent_to_read_everything(
+    memory: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = analysis_json(analyze(memory, use_index=False))
+
+    def broken(self: cache.FactsReader, loop_ids: list[str]) -> list[tuple[str, str]]:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    monkeypatch.setattr(cache.FactsReader, "_read_rows", broken)
+    assert analysis_json(analyze(memory)) == plain
+
+
+@linux_only
+def test_a_read_that_ends_early_stops_the_child(
+    memory: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    children: list[prefetch.Prefetch | None] = []
+    real = cache.FactsReader.prefetch
+
+    def spy(self: cache.FactsReader, loop_ids: list[str]) -> None:
+        real(self, loop_ids)
+        children.append(self._prefetch)
+
+    monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    monkeypatch.setattr(cache.FactsReader, "prefetch", spy)
+    with pytest.raises(StoreError, match="unknown loop"):
+        analyze(memory, ["ralph-missing-1", *memory.loop_ids()])
+    (child,) = children
+    assert child is not None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # reaped: no zombie left behind
 
 
 def test_a_file_replaced_by_one_of_the_same_size_and_time_is_read_again(

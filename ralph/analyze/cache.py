@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ralph.analyze.prefetch import Prefetch
 from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.sqlite_cache import open_cache
@@ -286,6 +287,8 @@ class FactsReader:
         self._seen: set[str] = set()
         self._updates: list[tuple[str, str]] = []
         self._db: sqlite3.Connection | None = self._open() if use_index else None
+        self._keep = self._db is not None  # whether what is read becomes rows
+        self._prefetch: Prefetch | None = None
         # plain strings: this runs for thousands of loops (ids are validated by the caller)
         self._reflections = os.path.join(store.base, "reflections")
         self._loops = os.path.join(store.base, "loops")
@@ -309,9 +312,29 @@ class FactsReader:
             return None
         return db
 
+    def prefetch(self, loop_ids: list[str]) -> None:
+        """Have a second process read the later half of these loops, when they are not cached
+        (prefetch.py); their rows arrive when the first of them is asked for."""
+        todo = [i for i in loop_ids if f"reflections/{i}" not in self._rows]
+        self._prefetch = Prefetch.start(todo, self._read_rows)
+
+    def _read_rows(self, loop_ids: list[str]) -> list[tuple[str, str]]:
+        """(In the prefetching child) the rows of these loops' folders."""
+        self._keep = True
+        for loop_id in loop_ids:
+            self.state(loop_id)
+            self.records(loop_id)
+        return self._updates
+
     def _cached(self, folder: str) -> dict[str, Entry]:
         """The folder's cached entries by file name; none when its row is not usable."""
         self._seen.add(folder)
+        if self._prefetch is not None and folder in self._prefetch.folders:
+            rows = self._prefetch.collect()
+            self._prefetch = None
+            self._rows.update(rows)
+            if self._keep:
+                self._updates += rows
         packed = self._rows.get(folder)
         if packed is None:
             return {}
@@ -321,7 +344,7 @@ class FactsReader:
             return {}
 
     def _remember(self, folder: str, entries: list[Entry]) -> None:
-        if self._db is not None:
+        if self._keep:
             self._updates.append((folder, json.dumps(entries, ensure_ascii=False)))
 
     # facts ------------------------------------------------------------------------------
@@ -374,6 +397,9 @@ class FactsReader:
 
     def close(self, *, forget_unseen: bool) -> None:
         """Write what was read; with `forget_unseen` (a full scan) drop rows of vanished files."""
+        if self._prefetch is not None:
+            self._prefetch.cancel()
+            self._prefetch = None
         if self._db is None:
             return
         try:

@@ -236,6 +236,7 @@ def analyze(
     running = store.running_loops()
     try:
         todo = ids if ids is not None else store.loop_ids()
+        reader.prefetch(todo)
         for done, loop_id in enumerate(todo):
             if progress is not None:
                 progress(done, len(todo))
