@@ -82,7 +82,6 @@ from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.store import STATUSES, MemoryStore
-from ralph.memory.transfer import status_from_records
 from ralph.records import sum_costs
 
 BREAKTHROUGH = 0.3
@@ -258,6 +257,8 @@ def analyze(
             if state is None and problem is None and not files.records and not files.invalid:
                 continue  # a folder of logs without a state or a record: nothing to analyse
             if stateless:
+                from ralph.memory.transfer import status_from_records  # rare: not imported up front
+
                 loop_status = status_from_records([r.passed for r in files.records])
                 if status is not None and loop_status != status:
                     continue
