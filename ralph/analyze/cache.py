@@ -265,17 +265,33 @@ def _list_records(folder: str) -> Entries:
 
 
 def _from_cache(
-    entry: Entry | None, st: os.stat_result, cls: type[T]
+    entry: Entry | None, st: os.stat_result | None, cls: type[T]
 ) -> tuple[T | None, str | None]:
-    """A cached entry of a file with this stat: (facts, ""), (None, problem), or (None, None)
-    when it is stale or unusable and the file must be read again."""
-    if entry is None or (entry[1], entry[2], entry[3]) != (st.st_mtime_ns, st.st_size, st.st_ino):
+    """A cached entry of a file with this stat (None: just read, no stat to check): (facts, ""),
+    (None, problem), or (None, None) when it is stale or unusable and the file must be read."""
+    if entry is None:
+        return None, None
+    if st is not None and (entry[1], entry[2], entry[3]) != (st.st_mtime_ns, st.st_size, st.st_ino):
         return None, None
     if entry[4] is None:
         problem = entry[5]
         return None, (problem if isinstance(problem, str) and problem else None)
     facts = _unpack(cls, entry[4])
     return facts, ("" if facts is not None else None)
+
+
+def _files(entries: list[Entry], folder: str) -> LoopFiles | None:
+    """A folder's entries as its records' facts, taken as they are; None if one is not usable."""
+    out = LoopFiles()
+    for entry in entries:
+        facts, problem = _from_cache(entry, None, IterationFacts)
+        if problem is None:
+            return None
+        if facts is None:
+            out.invalid.append((os.path.join(folder, entry[0]), problem))
+        else:
+            out.records.append(facts)
+    return out
 
 
 class FactsReader:
@@ -289,6 +305,7 @@ class FactsReader:
         self._db: sqlite3.Connection | None = self._open() if use_index else None
         self._keep = self._db is not None  # whether what is read becomes rows
         self._prefetch: Prefetch | None = None
+        self._delivered: set[str] = set()  # folders the prefetching child has just read
         # plain strings: this runs for thousands of loops (ids are validated by the caller)
         self._reflections = os.path.join(store.base, "reflections")
         self._loops = os.path.join(store.base, "loops")
@@ -326,15 +343,25 @@ class FactsReader:
             self.records(loop_id)
         return self._updates
 
-    def _cached(self, folder: str) -> dict[str, Entry]:
-        """The folder's cached entries by file name; none when its row is not usable."""
-        self._seen.add(folder)
+    def _taken(self, folder: str) -> list[Entry] | None:
+        """The entries of a folder the prefetching child read moments ago, to be taken as they
+        are (listing and stat-ing it again would only repeat its work); None for the others."""
         if self._prefetch is not None and folder in self._prefetch.folders:
             rows = self._prefetch.collect()
             self._prefetch = None
             self._rows.update(rows)
+            self._delivered.update(name for name, _ in rows)
             if self._keep:
                 self._updates += rows
+        if folder not in self._delivered:
+            return None
+        self._seen.add(folder)
+        taken: list[Entry] = json.loads(self._rows[folder])
+        return taken
+
+    def _cached(self, folder: str) -> dict[str, Entry]:
+        """The folder's cached entries by file name; none when its row is not usable."""
+        self._seen.add(folder)
         packed = self._rows.get(folder)
         if packed is None:
             return {}
@@ -350,12 +377,17 @@ class FactsReader:
     # facts ------------------------------------------------------------------------------
     def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
         """The state facts, or None and a problem (None when there simply is no state file)."""
+        folder = f"loops/{loop_id}"
+        taken = self._taken(folder)
+        if taken:
+            facts, problem = _from_cache(taken[0], None, StateFacts)
+            if problem is not None:
+                return facts, (problem or None)
         path = os.path.join(self._loops, loop_id, "state.json")
         try:
             st = os.stat(path)
         except OSError:
             return None, None
-        folder = f"loops/{loop_id}"
         facts, problem = _from_cache(self._cached(folder).get("state.json"), st, StateFacts)
         if problem is None:
             facts, problem = _read_state(path)
@@ -364,12 +396,15 @@ class FactsReader:
         return facts, (problem if facts is None else None)
 
     def records(self, loop_id: str) -> LoopFiles:
+        folder, path = f"reflections/{loop_id}", os.path.join(self._reflections, loop_id)
+        taken = self._taken(folder)
+        if taken is not None and (files := _files(taken, path)) is not None:
+            return files
         out = LoopFiles()
         try:
-            listed = _list_records(os.path.join(self._reflections, loop_id))
+            listed = _list_records(path)
         except OSError:
             return out
-        folder = f"reflections/{loop_id}"
         cached = self._cached(folder)
         entries: list[Entry] = []
         changed = len(cached) != len(listed)
