@@ -1,34 +1,40 @@
-"""The few facts `ralph analyze` needs from each file, and an optional SQLite cache of them.
+"""`FactsReader`: the facts `ralph analyze` uses of each file (facts.py), read through an
+optional SQLite cache of them.
 
 Reading 20,000 records means 20,000 `json.loads` of a few kilobytes each; analysing them needs a
-dozen fields of each. `FactsReader` extracts those fields straight from the parsed JSON (no
-schema validation on the fast path: a file is validated, for its reasons, only when extraction
-fails) and keeps them in `.aiwg/ralph/index.sqlite`, each file's facts under its (mtime_ns, size,
-inode). The JSON files stay the source of truth: a changed file is read again, a vanished one
-forgotten, and a cache that cannot be opened, read or written is simply not used (it is deleted
-and rebuilt when corrupt). The cache is local, ignored by git (see the store's `.gitignore`).
+dozen fields of each. Those fields are kept in `.aiwg/ralph/index.sqlite`, each file's under its
+(mtime_ns, size, inode). The JSON files stay the source of truth: a changed file is read again,
+a vanished one forgotten, and a cache that cannot be opened, read or written is simply not used
+(it is deleted and rebuilt when corrupt). The cache is local, ignored by git (see the store's
+`.gitignore`). A file whose facts cannot be extracted is validated against the schema, for its
+reasons.
 
 The cache holds one row per folder (a loop's records, a loop's state): a warm run decodes a
 thousand small JSON lists rather than twenty thousand, a cold one encodes as few, and every
-file is still checked against its own stat. It is written once, at the end, in one transaction.
+file is still checked against its own stat. It is written once, at the end, in one transaction;
+a cold read of many loops is split with a second process (prefetch.py).
 """
 
 from __future__ import annotations
 
 import json
-import operator
 import os
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ralph.analyze.facts import (
+    IterationFacts,
+    LoopFiles,
+    StateFacts,
+    record_facts,
+    record_values,
+    state_facts,
+    state_values,
+)
 from ralph.analyze.prefetch import Prefetch
-from ralph.analyze.trace_stats import trace_facts
-from ralph.glyphs import clip
 from ralph.memory.sqlite_cache import open_cache
-from ralph.memory.store import RECORD_NAME, STATUSES, MemoryStore, load_record_file, parse_state
-from ralph.records import BEST_FAILING_REWARD
+from ralph.memory.store import RECORD_NAME, MemoryStore, load_record_file, parse_state
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
@@ -37,177 +43,6 @@ INDEX_VERSION = 9  # 3: capped failing rewards; 4: trace actions; 5: faster fact
 # One row per folder, `reflections/<loop>` or `loops/<loop>`: its files' entries (see Entry).
 SCHEMA = "CREATE TABLE files (path TEXT PRIMARY KEY, facts TEXT NOT NULL)"
 T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class IterationFacts:
-    """What analyze uses of one record."""
-
-    iteration: int
-    timestamp: str
-    passed: bool
-    reward: float
-    error_count: int
-    category: str | None
-    root_cause: str | None
-    reflection: str
-    source: str | None
-    quality_flags: list[str]
-    in_context: list[int]
-    tokens: int | None  # None: no count known (a `cmd:` actor's)
-    cost_usd: float | None
-    duration_ms: int
-    task: str | None
-    lessons_used: int
-    improved: bool | None
-    actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
-    ran_checks: bool | None = None  # whether the agent ran the checks itself
-
-
-@dataclass(slots=True)
-class StateFacts:
-    """What analyze uses of a loop's state file: status, stop reason, baseline, task."""
-
-    task: str
-    status: str
-    stop_reason: str | None
-    created_at: str
-    baseline_reward: float | None
-    baseline_passed: bool | None
-    baseline_error_count: int | None
-    pid: int | None
-    host: str | None
-
-
-TOKEN_FIELDS = (
-    "actor_tokens_in",
-    "actor_tokens_out",
-    "reflector_tokens_in",
-    "reflector_tokens_out",
-    "evaluator_tokens_in",
-    "evaluator_tokens_out",
-)
-NO_TOKENS = [None] * len(TOKEN_FIELDS)
-RECORD_FIELDS = tuple(IterationFacts.__slots__)
-STATE_FIELDS = tuple(StateFacts.__slots__)
-# A cache row is the facts' fields as a JSON list, in this order.
-_record_values = operator.attrgetter(*RECORD_FIELDS)
-_state_values = operator.attrgetter(*STATE_FIELDS)
-
-
-@dataclass
-class LoopFiles:
-    """One loop's extracted records, in iteration order, and its invalid record files."""
-
-    records: list[IterationFacts] = field(default_factory=list)
-    invalid: list[tuple[str, str]] = field(default_factory=list)
-
-
-# `type(x) is` rather than isinstance: json.loads makes exactly these types, and a bool (an int
-# subclass) is refused without a second test; these run for every field of every record.
-def _number(value: Any, what: str) -> float:
-    kind = type(value)
-    if kind is not float and kind is not int:
-        raise ValueError(f"{what} is not a number")
-    return float(value)
-
-
-def _count(total: Any, stored: int) -> int:
-    """`ralph.error_count` (every diagnostic, when the record keeps fewer), else those stored."""
-    return total if type(total) is int else stored
-
-
-def _ints(value: Any, what: str) -> list[int]:
-    if value is None:
-        return []
-    if type(value) is not list:
-        raise ValueError(f"{what} is not a list of integers")
-    for item in value:
-        if type(item) is not int:
-            raise ValueError(f"{what} is not a list of integers")
-    return value
-
-
-def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
-    """The analysed fields of a parsed record; ValueError/KeyError/TypeError when malformed."""
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    if data["loop_id"] != loop_id:
-        raise ValueError(f"loop_id {data['loop_id']!r} does not match its folder {loop_id}")
-    if data["iteration"] != iteration:
-        raise ValueError(f"iteration {data['iteration']!r} does not match its file name")
-    if not isinstance(data["actor_output"], dict):
-        raise ValueError("actor_output is not an object")
-    ev, sr, mm = data["evaluator_output"], data["self_reflection"], data["memory_metadata"]
-    if not isinstance(ev["passed"], bool):
-        raise ValueError("evaluator_output.passed is not a boolean")
-    raw_reward = ev.get("reward_signal")
-    reward = 0.0 if raw_reward is None else _number(raw_reward, "reward_signal")
-    if not 0.0 <= reward <= 1.0:
-        raise ValueError("reward_signal is outside [0, 1]")
-    if not ev["passed"]:
-        reward = min(reward, BEST_FAILING_REWARD)  # never 1.00 for what did not pass
-    errors = ev.get("errors") or []
-    text, credit = sr["reflection_text"], sr.get("credit_assignment") or {}
-    if not isinstance(text, str) or not isinstance(credit, dict):
-        raise ValueError("self_reflection is malformed")
-    in_context = mm.get("reflections_in_context")
-    if in_context is None:
-        in_context = data.get("previous_reflections_used")
-    ext = data.get("ralph") or {}
-    usage, flags = ext.get("usage") or {}, ext.get("quality_flags") or []
-    if not isinstance(flags, list):
-        raise ValueError("ralph.quality_flags is not a list")
-    counts = [usage.get(key) for key in TOKEN_FIELDS]
-    # TypeError on a non-number: the file is then validated
-    tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
-    cost = usage.get("cost_usd")
-    duration = sum((ext.get("duration_ms") or {}).values())
-    task = data.get("task_description")
-    lessons = ext.get("lessons_used") or []
-    improved = (data.get("performance_delta") or {}).get("is_improvement")
-    return IterationFacts(  # positional, in RECORD_FIELDS order: this runs for every record
-        iteration,
-        str(data["timestamp"]),
-        ev["passed"],
-        reward,
-        _count(ext.get("error_count"), len(errors)),
-        credit.get("failure_category"),
-        credit.get("root_cause") or None,
-        clip((text.strip().splitlines() or [""])[0], 200),  # at a word: CSV shows it
-        ext.get("reflection_source"),
-        [str(f) for f in flags] if flags else [],
-        _ints(in_context, "reflections_in_context"),
-        None if tokens is None else int(tokens),
-        None if cost is None else _number(cost, "cost_usd"),
-        int(duration),
-        task if isinstance(task, str) else None,
-        len(lessons) if isinstance(lessons, list) else 0,
-        improved if isinstance(improved, bool) else None,
-        **trace_facts(ext.get("trace")),
-    )
-
-
-def state_facts(data: Any) -> StateFacts:
-    """The analysed fields of a parsed state file; ValueError/KeyError/TypeError when malformed."""
-    if not isinstance(data, dict) or data["status"] not in STATUSES:
-        raise ValueError("not a loop state")
-    baseline = data.get("baseline") or {}
-    reward = baseline.get("reward")
-    errors = baseline.get("error_count")
-    passed = baseline.get("passed")
-    pid, host = data.get("pid"), data.get("host")
-    return StateFacts(
-        task=str(data["task"]),
-        status=data["status"],
-        stop_reason=data.get("stop_reason"),
-        created_at=str(data["created_at"]),
-        baseline_reward=None if reward is None else _number(reward, "baseline.reward"),
-        baseline_passed=passed if isinstance(passed, bool) else None,
-        baseline_error_count=errors if isinstance(errors, int) else None,
-        pid=pid if isinstance(pid, int) else None,
-        host=host if isinstance(host, str) else None,
-    )
 
 
 def _read_record(path: str, loop_id: str, iteration: int) -> tuple[IterationFacts | None, str]:
@@ -391,7 +226,7 @@ class FactsReader:
         facts, problem = _from_cache(self._cached(folder).get("state.json"), st, StateFacts)
         if problem is None:
             facts, problem = _read_state(path)
-            values = None if facts is None else _state_values(facts)
+            values = None if facts is None else state_values(facts)
             self._remember(folder, [["state.json", *_key(st), values, problem]])
         return facts, (problem if facts is None else None)
 
@@ -419,7 +254,7 @@ class FactsReader:
             if problem is None or entry is None:
                 changed = True
                 facts, problem = _read_record(file.path, loop_id, iteration)
-                values = None if facts is None else _record_values(facts)
+                values = None if facts is None else record_values(facts)
                 entry = [file.name, *_key(st), values, problem]
             entries.append(entry)
             if facts is None:

@@ -77,7 +77,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ralph.analyze.cache import FactsReader, IterationFacts, LoopFiles, StateFacts
+from ralph.analyze.cache import FactsReader
+from ralph.analyze.facts import IterationFacts, LoopFiles, StateFacts
 from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ralph.analyze.cache import IterationFacts
+    from ralph.analyze.facts import IterationFacts
 
 KINDS = ("edit", "read", "command", "search", "other")
 
