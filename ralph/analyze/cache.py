@@ -191,8 +191,12 @@ class FactsReader:
         if folder not in self._delivered:
             return None
         self._seen.add(folder)
-        taken: list[Entry] = json.loads(self._rows[folder])
-        return taken
+        try:
+            taken = json.loads(self._rows[folder])
+        except ValueError:
+            return None
+        well_formed = type(taken) is list and all(type(e) is list and len(e) == 6 for e in taken)
+        return taken if well_formed else None
 
     def _cached(self, folder: str) -> dict[str, Entry]:
         """The folder's cached entries by file name; none when its row is not usable."""
