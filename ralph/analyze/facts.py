@@ -25,6 +25,7 @@ class IterationFacts:
     error_count: int
     category: str | None
     root_cause: str | None
+    cause: str  # root_cause normalised ("" for none): how recurring causes are matched
     reflection: str
     source: str | None
     quality_flags: list[str]
@@ -103,6 +104,11 @@ def _ints(value: Any, what: str) -> list[int]:
     return value
 
 
+def normalise_root_cause(text: str) -> str:
+    """Lowercase, whitespace collapsed, trailing punctuation stripped: the same cause twice."""
+    return " ".join(text.split()).lower().rstrip(".,;:!? ")
+
+
 def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     """The analysed fields of a parsed record; ValueError/KeyError/TypeError when malformed."""
     if not isinstance(data, dict):
@@ -141,6 +147,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     task = data.get("task_description")
     lessons = ext.get("lessons_used") or []
     improved = (data.get("performance_delta") or {}).get("is_improvement")
+    root_cause = credit.get("root_cause") or None
     return IterationFacts(  # positional, in RECORD_FIELDS order: this runs for every record
         iteration,
         str(data["timestamp"]),
@@ -148,7 +155,8 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         reward,
         _count(ext.get("error_count"), len(errors)),
         credit.get("failure_category"),
-        credit.get("root_cause") or None,
+        root_cause,
+        normalise_root_cause(root_cause) if root_cause else "",
         clip((text.strip().splitlines() or [""])[0], 200),  # at a word: CSV shows it
         ext.get("reflection_source"),
         [str(f) for f in flags] if flags else [],

@@ -79,6 +79,7 @@ from typing import Any
 
 from ralph.analyze.cache import FactsReader
 from ralph.analyze.facts import IterationFacts, LoopFiles, StateFacts
+from ralph.analyze.facts import normalise_root_cause as normalise_root_cause  # its figure's rule
 from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
@@ -467,18 +468,12 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
     return result
 
 
-def normalise_root_cause(text: str) -> str:
-    """Lowercase, whitespace collapsed, trailing punctuation stripped: the same cause twice."""
-    return " ".join(text.split()).lower().rstrip(".,;:!? ")
-
-
 def recurring_root_causes(loops: list[LoopAnalysis]) -> list[RecurringCause]:
     found: defaultdict[str, list[tuple[str, int]]] = defaultdict(list)
     for loop in loops:
         for record in loop.records:
-            key = normalise_root_cause(record.root_cause or "")
-            if key:
-                found[key].append((loop.loop_id, record.iteration))
+            if record.cause:
+                found[record.cause].append((loop.loop_id, record.iteration))
     causes = [RecurringCause(k, v) for k, v in found.items() if len(v) >= RECURRING]
     return sorted(causes, key=lambda c: (-len(c.occurrences), c.root_cause))
 
