@@ -89,6 +89,8 @@ def generated(store: MemoryStore, loops: int, seed: int = 3) -> None:
         state.baseline = rnd.choice([None, BaselineSummary(reward=0.25, error_count=4)])
         state.created_at = f"2026-03-{1 + n % 28:02d}T09:00:00Z"
         store.write_state(state)
+    odd = store.record_path("ralph-gen-004", 1)  # a lone surrogate, as only a hand edit makes
+    odd.write_text(odd.read_text(encoding="utf-8").replace("task 4", "task 4 \\ud800"), "utf-8")
     folder = store.reflections_dir("ralph-gen-001")
     (folder / "009.json").write_text("[]", encoding="utf-8")
     (folder / "010.json").write_text("{not json", encoding="utf-8")

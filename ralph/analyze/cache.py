@@ -221,7 +221,7 @@ class FactsReader:
 
     def _remember(self, folder: str, entries: list[Entry]) -> None:
         if self._keep:
-            self._updates.append((folder, json.dumps(entries, ensure_ascii=False)))
+            self._updates.append((folder, json.dumps(entries)))  # ASCII: a lone surrogate too
 
     # facts ------------------------------------------------------------------------------
     def state(self, loop_id: str) -> tuple[StateFacts | None, str | None]:
