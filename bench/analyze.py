@@ -6,7 +6,8 @@ Generates LOOPS loops of ITERATIONS records each (realistic records: a diff, che
 diagnostics, a capped output tail, a reflection), then times REPEAT rounds of, as processes:
 
 - floor:    a plain script that lists every `NNN.json` and `json.loads` it, nothing else;
-- cold:     `ralph analyze --json` with no cache yet (it builds `.aiwg/ralph/index.sqlite`);
+- cold:     `ralph analyze --json` with no cache yet (it builds `.aiwg/ralph/index.sqlite`; on
+            Linux with two cores a forked child reads half the records: analyze/prefetch.py);
 - warm:     `ralph analyze --json` again (the usual case: only new or changed files are read).
 
 and prints each median as a ratio to the floor's: goals cold <= 1.5, warm <= 1.0.

@@ -75,18 +75,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ralph.analyze.cache import FactsReader, IterationFacts, LoopFiles, StateFacts
+from ralph.analyze.cache import FactsReader
+from ralph.analyze.facts import IterationFacts, LoopFiles, StateFacts
+from ralph.analyze.facts import normalise_root_cause as normalise_root_cause  # its figure's rule
 from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.store import STATUSES, MemoryStore
-from ralph.memory.transfer import status_from_records
 from ralph.records import sum_costs
-
-if TYPE_CHECKING:
-    pass
 
 BREAKTHROUGH = 0.3
 RECURRING = 3
@@ -239,6 +237,7 @@ def analyze(
     running = store.running_loops()
     try:
         todo = ids if ids is not None else store.loop_ids()
+        reader.prefetch(todo)
         for done, loop_id in enumerate(todo):
             if progress is not None:
                 progress(done, len(todo))
@@ -260,6 +259,8 @@ def analyze(
             if state is None and problem is None and not files.records and not files.invalid:
                 continue  # a folder of logs without a state or a record: nothing to analyse
             if stateless:
+                from ralph.memory.transfer import status_from_records  # rare: not imported up front
+
                 loop_status = status_from_records([r.passed for r in files.records])
                 if status is not None and loop_status != status:
                     continue
@@ -467,18 +468,12 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
     return result
 
 
-def normalise_root_cause(text: str) -> str:
-    """Lowercase, whitespace collapsed, trailing punctuation stripped: the same cause twice."""
-    return " ".join(text.split()).lower().rstrip(".,;:!? ")
-
-
 def recurring_root_causes(loops: list[LoopAnalysis]) -> list[RecurringCause]:
     found: defaultdict[str, list[tuple[str, int]]] = defaultdict(list)
     for loop in loops:
         for record in loop.records:
-            key = normalise_root_cause(record.root_cause or "")
-            if key:
-                found[key].append((loop.loop_id, record.iteration))
+            if record.cause:
+                found[record.cause].append((loop.loop_id, record.iteration))
     causes = [RecurringCause(k, v) for k, v in found.items() if len(v) >= RECURRING]
     return sorted(causes, key=lambda c: (-len(c.occurrences), c.root_cause))
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ralph.actors.trace import tool_kind
-
 if TYPE_CHECKING:
-    from ralph.analyze.cache import IterationFacts
+    from ralph.analyze.facts import IterationFacts
 
 KINDS = ("edit", "read", "command", "search", "other")
 
@@ -28,6 +26,8 @@ def trace_facts(summary: Any) -> dict[str, Any]:
     """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
     if not isinstance(summary, dict):
         return {}
+    from ralph.actors.trace import tool_kind  # here: a run over records without traces skips it
+
     kinds: dict[str, int] = {}
     actions = summary.get("actions")
     for tool, count in (actions if isinstance(actions, dict) else {}).items():
