@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load, machine, ratio_line
+from common import compile_bytecode, load, machine, ratio_line
 
 CATEGORIES = ["edge_case_miss", "logic_error", "incorrect_assumption", "incomplete_implementation"]
 
@@ -208,6 +208,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, help="keep the generated project here")
     args = parser.parse_args()
+    compile_bytecode()
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="ralph-bench-analyze-"))
     try:

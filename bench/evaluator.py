@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load, machine, median, ratio_line
+from common import compile_bytecode, load, machine, median, ratio_line
 
 PY = shlex.quote(sys.executable)
 COMMANDS = {
@@ -242,6 +242,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="generate here and keep it")
     parser.add_argument("--cold-mypy", action="store_true", help="no mypy cache in timed runs")
     args = parser.parse_args()
+    compile_bytecode()
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="ralph-bench-evaluator-"))
     if not (root / "bench_pkg").exists():

@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: see common.py
 
-from common import load, machine, median, ratio_line
+from common import compile_bytecode, load, machine, median, ratio_line
 
 from ralph.cli.live import SilentReporter
 
@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-git", action="store_true", help="measure without commits")
     args = parser.parse_args()
+    compile_bytecode()
     n = args.iterations
     late = (max(2, n - 19), n)
     early = (2, min(20, n))
