@@ -171,3 +171,37 @@ def test_nothing_starts_early_where_the_command_would_refuse(
     early.start(repo)  # the preflight fails: the command will say so, nothing runs meanwhile
     suite = CheckSuite.from_settings(config.load(repo, {}))
     assert early.claim(suite, repo.resolve()) is None
+
+
+def two_checks(path: Path, quick: str, slow: str) -> Path:
+    repo = make_repo(path, quick)
+    checks = [{"name": "quick", "command": quick}, {"name": "slow", "command": slow}]
+    (repo / ".aiwg" / "ralph" / "config.yaml").write_text(json.dumps({"checks": checks}))
+    return repo
+
+
+def test_the_cli_waits_for_a_free_core_not_for_the_slow_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pending: None
+) -> None:
+    repo = two_checks(tmp_path / "repo", "echo quick > quick", SLOW)
+    monkeypatch.chdir(repo)
+    early.start(repo)
+    running = early._pending
+    assert running is not None
+    running.wait_for_a_free_core(cores=2, limit=60.0)  # returns when `quick` is done
+    assert (repo / "quick").read_text() == "quick\n"
+    pid = int(wait_for(repo / "pid"))
+    assert not gone(pid)  # the slow one still runs: nobody waited for it
+
+
+def test_the_cli_stops_waiting_after_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_pending: None
+) -> None:
+    repo = make_repo(tmp_path / "repo", SLOW)
+    monkeypatch.chdir(repo)
+    early.start(repo)
+    running = early._pending
+    assert running is not None
+    running.wait_for_a_free_core(cores=1, limit=0.05)  # the one check keeps the one core
+    pid = int(wait_for(repo / "pid"))
+    assert not gone(pid)

@@ -12,7 +12,9 @@ reported. Whatever goes wrong early is left for the command to find and report.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,8 @@ class EarlyEvaluation:
         self._listener: Callable[[CheckOutcome], None] | None = None
         self._outcomes: list[CheckOutcome] = []
         self._error: BaseException | None = None
+        self._running = len(suite.checks)
+        self._changed = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._run, name="ralph-early-check", daemon=True)
         self._thread.start()
 
@@ -52,9 +56,23 @@ class EarlyEvaluation:
     def _one_done(self, outcome: CheckOutcome) -> None:
         with self._lock:
             self._finished.append(outcome)
+            self._running -= 1
+            self._changed.notify_all()
             listener = self._listener
         if listener is not None:
             listener(outcome)
+
+    def wait_for_a_free_core(self, cores: int, limit: float) -> None:
+        """Until fewer checks run than there are cores, at most `limit` seconds: loading the
+        CLI (~0.3 s of CPU) while every core runs a check slows the slowest check by as much,
+        where a moment later (the quick checks done) it costs the checks nothing."""
+        deadline = time.monotonic() + limit
+        with self._changed:
+            while self._running >= cores and self._thread.is_alive():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._changed.wait(timeout=min(left, 0.25))  # short: Ctrl-C reaches this thread
 
     def same_checks(self, suite: CheckSuite, cwd: Path) -> bool:
         return cwd == self.cwd and _signature(suite) == _signature(self.suite)
@@ -120,6 +138,22 @@ def start(cwd: Path | None = None) -> None:
     except Exception:  # the command meets the same problem and reports it properly
         return
     _pending = EarlyEvaluation(suite, root)
+
+
+CLI_WAIT_LIMIT = 1.0  # seconds the CLI waits for a free core before it loads anyway
+
+
+def make_room() -> None:
+    """Let the early checks have the cores for a moment (`wait_for_a_free_core`)."""
+    if _pending is not None:
+        _pending.wait_for_a_free_core(_usable_cores(), CLI_WAIT_LIMIT)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def claim(suite: CheckSuite, cwd: Path) -> EarlyEvaluation | None:

@@ -18,6 +18,7 @@ def main() -> None:
     checking = early.wanted(sys.argv[1:])
     if checking:
         early.start()
+        early.make_room()
     try:
         from ralph.cli.app import main as run_app
 
