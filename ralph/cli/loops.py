@@ -352,7 +352,7 @@ def status(
     ] = False,
 ) -> None:
     """Show a loop's state, iteration, rewards and usage."""
-    from ralph.loop import assembly as runner
+    from ralph.loop.result import loop_status
 
     store = memory()
     loop = loop_in(store, loop or "latest")
@@ -361,7 +361,7 @@ def status(
 
         sys.stdout.write(loop_markdown(store, loop))
         return
-    info = runner.loop_status(loop)
+    info = loop_status(loop)
     if as_json:
         print_json(info)
         return

@@ -1,6 +1,6 @@
 """Assembling a loop from settings: the actor, checks, reflector and workspace `ralph run` uses.
 
-The CLI commands `run`, `resume`, `status`, `abort` and `check` are a few lines over these.
+The CLI commands `run`, `resume`, `abort` and `check` are a few lines over these.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
-from ralph.loop.result import ABORTED_MESSAGE, LoopResult, git_outcome
+from ralph.loop.result import ABORTED_MESSAGE, LoopResult
 from ralph.loop.runner import LoopRunner
 from ralph.loop.steps import Parts, Reporter
 from ralph.memory.locks import same_process
@@ -322,25 +322,3 @@ def _wait_until_stopped(store: MemoryStore, loop_id: str) -> bool:
             return False
         time.sleep(0.05)
     return True
-
-
-def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
-    store = MemoryStore.discover(cwd)
-    store.require()
-    state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
-    return {
-        "loop_id": state.loop_id,
-        "task": state.task,
-        "status": store.effective_status(state),
-        "stop_reason": state.stop_reason,
-        "iteration": state.iteration,
-        "max_iterations": state.settings.max_iterations,
-        "best_iteration": state.best_iteration,
-        "best_reward": state.best_reward,
-        "baseline_reward": state.baseline.reward if state.baseline else None,
-        "reward_history": state.reward_history,
-        "usage": state.usage.to_json(),
-        **git_outcome(state),  # branch, base_branch, best_commit, worktree
-        "created_at": state.created_at,
-        "updated_at": state.updated_at,
-    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import EXIT_ABORTED
@@ -121,4 +122,31 @@ def git_outcome(state: LoopState) -> dict[str, Any]:
         "base_commit": git.base_commit if git else None,
         "best_commit": git.commit_of(best) if git and best else None,
         "worktree": git.worktree if git else None,
+    }
+
+
+def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
+    """What `ralph status` shows of a loop (the latest by default), from its state alone: no
+    loop machinery is loaded, so the command answers at once."""
+    from ralph.ids import validate_loop_id
+    from ralph.memory.store import MemoryStore
+
+    store = MemoryStore.discover(cwd)
+    store.require()
+    state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
+    return {
+        "loop_id": state.loop_id,
+        "task": state.task,
+        "status": store.effective_status(state),
+        "stop_reason": state.stop_reason,
+        "iteration": state.iteration,
+        "max_iterations": state.settings.max_iterations,
+        "best_iteration": state.best_iteration,
+        "best_reward": state.best_reward,
+        "baseline_reward": state.baseline.reward if state.baseline else None,
+        "reward_history": state.reward_history,
+        "usage": state.usage.to_json(),
+        **git_outcome(state),  # branch, base_branch, best_commit, worktree
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
     }
