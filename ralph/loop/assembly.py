@@ -58,20 +58,21 @@ def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[
 def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
     from ralph.actors.registry import make_actor
     from ralph.workspace import open_workspace
+    from ralph.workspace.worktree import import_path
 
     env = os.environ if environ is None else environ
+    # in a linked worktree, the worktree's own code first (an editable install imports the
+    # main tree's): for the checks, and for an agent that runs the tests itself
+    imports = {} if settings.no_git else import_path(root, env)
     actor = make_actor(
         settings.actor,
         actor_args=settings.actor_args,
         model=settings.model,
-        environ=env,
+        environ={**env, **imports} if imports else env,
         base_dir=root,
     )
     evaluator = make_evaluator(settings)
-    if not settings.no_git:
-        from ralph.workspace.worktree import import_path
-
-        evaluator.use_environment(import_path(root, env))  # a worktree's own code first
+    evaluator.use_environment(imports)
     return Parts(
         actor=actor,
         evaluator=evaluator,
@@ -194,7 +195,7 @@ def _run_in_worktree(
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
     for name, value in import_path(workdir, os.environ).items():
-        reporter.note(f"the checks import the worktree's code first: {name}={value}")
+        reporter.note(f"the checks and the agent import the worktree's code first: {name}={value}")
     dirty = GitWorkspace(root).dirty_files()
     if dirty:
         reporter.note(

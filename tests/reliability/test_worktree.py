@@ -136,7 +136,11 @@ def test_a_worktree_loop_tests_the_worktrees_code_not_the_installed_checkout(
     repo = src_project(tmp_path / "repo")
     # what `pip install -e .` of the main tree does: its src/ importable from anywhere
     monkeypatch.setenv("PYTHONPATH", str(repo / "src"))
-    fix = f"{sys.executable} -c \"open('src/calcpkg/__init__.py', 'w').write('VALUE = 2\\n')\""
+    seen = tmp_path / "agent-pythonpath"  # what the agent would import from, outside the tree
+    fix = (
+        f"{sys.executable} -c \"import os; open('src/calcpkg/__init__.py', 'w').write('VALUE = 2');"
+        f" open('{seen}', 'w').write(os.environ['PYTHONPATH'])\""
+    )
     result = ralph(
         "run",
         "make the value test pass",
@@ -157,7 +161,9 @@ def test_a_worktree_loop_tests_the_worktrees_code_not_the_installed_checkout(
     worktree = Path(
         str(MemoryStore(repo).read_state(json.loads(result.out)["loop_id"]).git.worktree)
     )  # type: ignore[union-attr]
-    assert f"PYTHONPATH={worktree / 'src'}{os.pathsep}{repo / 'src'}" in result.err
+    expected = f"{worktree / 'src'}{os.pathsep}{repo / 'src'}"
+    assert f"PYTHONPATH={expected}" in result.err
+    assert seen.read_text() == expected  # the agent's own test runs import the worktree too
     assert (repo / "src" / "calcpkg" / "__init__.py").read_text() == "VALUE = 1\n"  # untouched
 
 
