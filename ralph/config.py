@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ralph import schemas
 from ralph.errors import ConfigError
 
 CONFIG_FILE = Path(".aiwg/ralph/config.yaml")
@@ -267,6 +266,8 @@ def _validate(source: str, data: dict[str, Any], *, schema: bool = True) -> None
     for item in data.get("checks") or []:
         if isinstance(item, dict) and "role" in item:
             validate_role(item["role"], f"{source}: checks.{item.get('name', '?')}.role")
+    from ralph import schemas  # here: `ralph check` starts its checks without it
+
     problems = schemas.errors(schemas.CONFIG, data) if schema else []
     if problems:
         raise ConfigError(f"{source}: {problems[0]}", hint="see README section Configuration")
