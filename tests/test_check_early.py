@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -205,3 +206,27 @@ def test_the_cli_stops_waiting_after_its_limit(
     running.wait_for_a_free_core(cores=1, limit=0.05)  # the one check keeps the one core
     pid = int(wait_for(repo / "pid"))
     assert not gone(pid)
+
+
+def test_ctrl_c_while_the_early_checks_run_stops_them_and_says_so(tmp_path: Path) -> None:
+    """Whether the interrupt finds ralph waiting for a free core, loading the CLI or waiting for
+    the checks, the answer is the same: one line, exit 130, no check left running."""
+    repo = make_repo(tmp_path / "repo", SLOW)
+    names = "abc"
+    checks = [{"name": n, "command": f"echo $$ > pid-{n}; sleep 60"} for n in names]
+    (repo / ".aiwg" / "ralph" / "config.yaml").write_text(json.dumps({"checks": checks}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RALPH_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ralph", "check", "--json"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pids = [int(wait_for(repo / f"pid-{n}")) for n in names]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert err == "ralph: interrupted\n"
+    assert all(gone(pid) for pid in pids)

@@ -16,20 +16,24 @@ def main() -> None:
     from ralph.cli import early
 
     checking = early.wanted(sys.argv[1:])
-    if checking:
-        early.start()
-        early.make_room()
     try:
-        from ralph.cli.app import main as run_app
+        try:
+            if checking:
+                early.start()
+                early.make_room()
+            from ralph.cli.app import main as run_app
 
-        run_app()
+            run_app()
+        except KeyboardInterrupt:  # before the CLI's own handler is in place; it says the same
+            sys.stderr.write("ralph: interrupted\n")
+            raise SystemExit(130) from None
     except SystemExit as done:
         if checking:
             early.cancel()
             exit_now(done.code)
         raise
     finally:
-        early.cancel()
+        early.cancel()  # an early check nobody claimed never outlives ralph
 
 
 def exit_now(code: object) -> None:
