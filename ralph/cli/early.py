@@ -1,9 +1,10 @@
 """`ralph check` starts its checks before the CLI that asks for them is loaded.
 
 `ralph check`'s floor is its slowest check alone, and loading the CLI (typer, rich) and
-validating the config against its JSON schema cost some 150-250 ms before a check could start. So the console script (cli/entry.py), seeing
-`ralph check` with no option that could change which checks run (only `--json` may follow),
-starts the checks at once from the settings every other source gives, in a background thread.
+validating the config against its JSON schema cost some 150-250 ms before a check could
+start. So the console script (cli/entry.py), seeing `ralph check` with no option that could
+change which checks run (only `--json` may follow), starts the checks at once from the
+settings every other source gives, in a background thread.
 The command, once parsed and validated, `claim`s that evaluation only if its own checks are the
 same ones, on the same tree; otherwise the early checks are stopped and nothing of them is
 reported. Whatever goes wrong early is left for the command to find and report.
