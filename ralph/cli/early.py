@@ -44,6 +44,7 @@ class EarlyEvaluation:
         self._error: BaseException | None = None
         self._running = len(suite.checks)
         self._changed = threading.Condition(self._lock)
+        self._done = threading.Event()  # waited on, not the thread: see CheckSuite.run_checks
         self._thread = threading.Thread(target=self._run, name="ralph-early-check", daemon=True)
         self._thread.start()
 
@@ -52,6 +53,8 @@ class EarlyEvaluation:
             self._outcomes = self.suite.run_checks(self.cwd, on_done=self._one_done)
         except BaseException as error:  # handed to the thread that claims the result
             self._error = error
+        finally:
+            self._done.set()
 
     def _one_done(self, outcome: CheckOutcome) -> None:
         with self._lock:
@@ -68,7 +71,7 @@ class EarlyEvaluation:
         where a moment later (the quick checks done) it costs the checks nothing."""
         deadline = time.monotonic() + limit
         with self._changed:
-            while self._running >= cores and self._thread.is_alive():
+            while self._running >= cores and not self._done.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
@@ -91,10 +94,11 @@ class EarlyEvaluation:
             for outcome in finished:
                 on_done(outcome)
         try:
-            while self._thread.is_alive():
-                self._thread.join(timeout=0.25)  # short waits: Ctrl-C reaches this thread
+            while not self._done.wait(timeout=0.25):  # short waits: Ctrl-C reaches this thread
+                pass
         except BaseException:
             kill_running_checks()
+            self._done.wait()  # the killed checks' threads are done with them
             raise
         if self._error is not None:
             raise self._error
@@ -105,9 +109,9 @@ class EarlyEvaluation:
         """Stop the checks, unreported; a check that starts while stopping is stopped too."""
         from ralph.evaluators.command import kill_running_checks
 
-        while self._thread.is_alive():
+        while not self._done.is_set():
             kill_running_checks()
-            self._thread.join(timeout=0.1)
+            self._done.wait(timeout=0.1)
 
 
 def _signature(suite: CheckSuite) -> list[tuple[Any, ...]]:

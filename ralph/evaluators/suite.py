@@ -159,12 +159,17 @@ class CheckSuite:
         """Every check at once, each in a thread of its own; their outcomes, not yet judged.
 
         Plain threads, not a pool: `concurrent.futures` (and the logging it imports) would cost
-        `ralph check` ~4 ms before its first check starts (cli/early.py)."""
+        `ralph check` ~4 ms before its first check starts (cli/early.py). The wait is on an
+        Event, never on `Thread.join`: a Ctrl-C inside a join can mark a running thread as
+        stopped (Python 3.11), and the wait for the killed checks would then end too early."""
         if not self.checks:
             self.preflight()
         counts = baseline_counts or {}
         results: dict[int, CheckOutcome] = {}
         failures: list[BaseException] = []
+        left = [len(self.checks)]
+        lock = threading.Lock()
+        all_done = threading.Event()
 
         def work(index: int, check: Check) -> None:
             try:
@@ -172,6 +177,11 @@ class CheckSuite:
                 results[index] = _run_one(check, cwd, baseline, on_output, on_done)
             except BaseException as error:  # (an `on_done` that raised) the caller's, as a pool's
                 failures.append(error)
+            finally:
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        all_done.set()
 
         workers = [
             threading.Thread(target=work, args=(i, c), name=f"ralph-check-{c.spec.name}")
@@ -180,9 +190,8 @@ class CheckSuite:
         try:
             for worker in workers:
                 worker.start()
-            for worker in workers:
-                while worker.is_alive():  # short waits: a Ctrl-C (this thread's) is noticed
-                    worker.join(timeout=0.25)
+            while not all_done.wait(timeout=0.25):  # short waits: a Ctrl-C here is noticed
+                pass
         except BaseException:  # stop the tools the workers are waiting on, then re-raise
             kill_running_checks()
             for worker in workers:
