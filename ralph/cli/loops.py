@@ -378,7 +378,10 @@ def status(
         if tokens_in is None and tokens_out is None
         else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
     )
-    out.print(f"  usage       {tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}")
+    spent = f"{tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}"
+    if info["iteration"] == 0 and not info["usage"].get("unrecorded_calls"):
+        spent = "none yet"  # nothing counted (the live footer says the same), not unknown
+    out.print(f"  usage       {spent}")
     if info.get("branch"):
         best = f" (best commit {info['best_commit'][:12]})" if info.get("best_commit") else ""
         out.print(f"  branch      {info['branch']}{best}", markup=False)

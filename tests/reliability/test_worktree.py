@@ -84,6 +84,8 @@ def test_already_green_worktree_is_removed(ralph: RunCli, project: Path) -> None
     assert git(project, "worktree", "list").count("\n") == 0  # only the main tree
     status = json.loads(ralph("status", summary["loop_id"], "--json", cwd=project).out)
     assert status["worktree"] is None  # the state names no worktree that is gone
+    human = ralph("status", summary["loop_id"], cwd=project).out
+    assert "usage       none yet" in human  # no attempt: nothing counted, not "unknown"
 
 
 def test_worktree_needs_git(ralph: RunCli, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
