@@ -1,0 +1,24 @@
+from ralph.escapes import strip_escapes
+
+
+def test_colour_codes_are_removed() -> None:
+    text = "\x1b[1m\x1b[31mFAILED\x1b[0m tests/test_a.py::test_x - \x1b[91massert 1 == 2\x1b[0m"
+    assert strip_escapes(text) == "FAILED tests/test_a.py::test_x - assert 1 == 2"
+
+
+def test_title_clear_screen_and_cursor_moves_are_removed() -> None:
+    text = "a\x1b]0;owned\x07b\x1b[2Jc\x1b[10;5Hd\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\e"
+    assert strip_escapes(text) == "abcdlinke"
+
+
+def test_control_characters_go_but_lines_stay() -> None:
+    assert strip_escapes("one\r\ntwo\rthree\tfour\x07\x08\x00") == "one\ntwo\nthree\tfour"
+
+
+def test_plain_text_is_unchanged() -> None:
+    text = "plain text, ünïcode ✓\nsecond line"
+    assert strip_escapes(text) is text
+
+
+def test_eight_bit_introducers_are_removed() -> None:
+    assert strip_escapes("x\x9b31my\x9d0;t\x9cz") == "xyz"
