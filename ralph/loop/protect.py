@@ -47,7 +47,7 @@ class ProtectedTests:
     @classmethod
     def of(cls, baseline: Baseline | None) -> ProtectedTests:
         files = set()
-        for check in (baseline.checks.values() if baseline is not None else ()):
+        for check in baseline.checks.values() if baseline is not None else ():
             if check.kind == "tests" and check.judged:
                 files.update(test_files([*check.failing, *(check.passing or ())]))
         folders = {folder for name in files for folder in _folders(name)}

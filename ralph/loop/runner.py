@@ -250,6 +250,8 @@ class LoopRunner:
         )
         self._guard_memory(state)
         self._unmatched = list(acted.result.unmatched_edits)
+        if not self.settings.allow_test_edits:  # the tests as the baseline ran them
+            acted = steps.protect(self.parts, self.reporter, prompt, acted, self.baseline)
         evaluated = steps.evaluate(self.parts, self.reporter, prompt, self.baseline)
         reflected = steps.reflect(
             self.parts,

@@ -3,10 +3,10 @@
 The loop drives one lifecycle through it: `preflight_loop` (refuse before any check runs),
 `start_loop` (the loop branch), per iteration `begin_iteration`, `changes`, `original` and
 `put_back` (protected tests), `commit_iteration` and `restore` (rollback), and `resume_loop`
-after an interruption. `GitWorkspace` (git.py) keeps a branch with one commit per iteration; `SnapshotWorkspace` (snapshot.py), outside git,
-hashes files to see what an attempt changed and answers the rest with no-ops. Both report a
-`ChangeSet`, so the loop records what the actor really did either way. `GitState` is what the
-loop's state file keeps of the branch.
+after an interruption. `GitWorkspace` (git.py) keeps a branch with one commit per iteration;
+`SnapshotWorkspace` (snapshot.py), outside git, hashes files to see what an attempt changed and
+answers the rest with no-ops. Both report a `ChangeSet`, so the loop records what the actor
+really did either way. `GitState` is what the loop's state file keeps of the branch.
 """
 
 from __future__ import annotations
