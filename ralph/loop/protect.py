@@ -49,7 +49,7 @@ class ProtectedTests:
         files = set()
         for check in baseline.checks.values() if baseline is not None else ():
             if check.kind == "tests" and check.judged:
-                files.update(test_files([*check.failing, *(check.passing or ())]))
+                files.update(files_of_tests([*check.failing, *(check.passing or ())]))
         folders = {folder for name in files for folder in _folders(name)}
         return cls(frozenset(files), frozenset(folders))
 
@@ -85,7 +85,7 @@ class ProtectedTests:
         return found
 
 
-def test_files(test_ids: Iterable[str]) -> set[str]:
+def files_of_tests(test_ids: Iterable[str]) -> set[str]:
     """`tests/test_x.py` of `tests/test_x.py::TestC::test_m[1]`; ids without a file (a
     collection error's key, a class name pytest could not place) name none."""
     files = set()

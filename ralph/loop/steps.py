@@ -132,6 +132,7 @@ def prompt(
     pivot: bool,
     unmatched_edits: list[str],
     reverted: dict[str, Any] | None,
+    protected_edits: list[str] | None = None,
 ) -> Prompt:
     """Render the actor prompt of attempt `number` and keep it in the attempt's folder."""
     window, omega = reflections
@@ -145,6 +146,7 @@ def prompt(
         pivot=pivot,
         unmatched_edits=unmatched_edits,
         reverted=reverted,
+        protected_edits=protected_edits or (),
     )
     text = render("actor", context, project_root=store.root)
     artifacts = store.artifacts_dir(state.loop_id, number)
@@ -263,6 +265,7 @@ def reflect(
         earlier=earlier,
         diff_summary=acted.changes.summary(),
         trajectory=steps,
+        protected_edits=acted.protected,
     )
     duration = ms_since(clock)
     if outcome.error:
