@@ -238,7 +238,9 @@ def test_which_checks_have_protected_tests(
 def test_git_puts_back_modified_deleted_and_created_files_and_leaves_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = make_calc_repo(tmp_path / "repo", calc="x = 1\n", tests="t = 1\n", monkeypatch=monkeypatch)
+    repo = make_calc_repo(
+        tmp_path / "repo", calc="x = 1\n", tests="t = 1\n", monkeypatch=monkeypatch
+    )
     sub = repo / "sub"
     sub.mkdir()
     (sub / "run.sh").write_text("echo hi\n")
