@@ -286,6 +286,23 @@ def test_run_and_resume_take_allow_test_edits(ralph: RunCli) -> None:
         assert "--allow-test-edits" in text and "RALPH_ALLOW_TEST_EDITS" in text, command
 
 
+def test_a_batch_task_about_the_tests_runs_with_allow_test_edits(tmp_path: Path) -> None:
+    from ralph.errors import ConfigError
+    from ralph.loop.batch import Entry, load_tasks
+
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        "defaults: {allow-test-edits: true}\n"
+        "tasks: [{task: add tests}, {task: fix add, allow_test_edits: false}]\n"
+    )
+    about_tests, fix = load_tasks(tasks)
+    assert "--allow-test-edits" in Entry(about_tests, "ralph-a-00000001").argv()
+    assert "--allow-test-edits" not in Entry(fix, "ralph-b-00000001").argv()
+    tasks.write_text("- {task: x, allow_test_edits: yes please}\n")
+    with pytest.raises(ConfigError, match="`allow_test_edits` must be true or false"):
+        load_tasks(tasks)
+
+
 # end to end ----------------------------------------------------------------------------------
 
 AGENT = r"""
