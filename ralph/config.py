@@ -31,7 +31,8 @@ DURATION_KEYS = (
     "check_timeout",
     "reflector_timeout",
 )
-BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet", "notify")
+BOOLEAN_KEYS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
+BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits")
 
 
 def validate_role(value: Any, where: str) -> Role | None:
@@ -101,6 +102,8 @@ class Settings:
     no_git: bool = False
     allow_dirty: bool = False
     no_rollback: bool = False
+    # an attempt's edits of the baseline's test files count (loop/protect.py: put back otherwise)
+    allow_test_edits: bool = False
     worktree: bool = False
     json: bool = False
     quiet: bool = False

@@ -277,6 +277,9 @@ class RalphExtension:
     # every diagnostic the checks found, when `evaluator_output.errors` keeps fewer (at most
     # DIAGNOSTICS_PER_CHECK per check, so records stay small enough to commit)
     error_count: int | None = None
+    # test files (and pytest configuration) the attempt edited, put back before the checks ran
+    # (loop/protect.py): the edit did not count; the diff is in NNN/test-edits.diff
+    protected_test_edits: list[str] | None = None
 
 
 @dataclass

@@ -38,8 +38,8 @@ from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
 
-TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations")
-DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations")
+TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations", "allow_test_edits")
+DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
 POLL_SECONDS = 0.5
 EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
 
@@ -56,6 +56,7 @@ class BatchTask:
     checks: tuple[str, ...] = ()
     actor: str | None = None
     max_iterations: int | None = None
+    allow_test_edits: bool = False  # a task about the tests (loop/protect.py)
 
 
 # --- the tasks file ----------------------------------------------------------------------------
@@ -134,6 +135,10 @@ def _checked(path: Path, label: str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise wrong("a whole number of at least 1")
         return value
+    if key == "allow_test_edits":
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
     if key == "checks":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
@@ -185,6 +190,7 @@ class Entry:
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
+        argv += ["--allow-test-edits"] if self.task.allow_test_edits else []
         return argv
 
     def refresh(self, store: MemoryStore) -> bool:

@@ -250,6 +250,8 @@ class LoopRunner:
         )
         self._guard_memory(state)
         self._unmatched = list(acted.result.unmatched_edits)
+        if not self.settings.allow_test_edits:  # the tests as the baseline ran them
+            acted = steps.protect(self.parts, self.reporter, prompt, acted, self.baseline)
         evaluated = steps.evaluate(self.parts, self.reporter, prompt, self.baseline)
         reflected = steps.reflect(
             self.parts,
@@ -273,6 +275,7 @@ class LoopRunner:
             self.settings.lessons_before,
         )
         reverted, self._reverted = self._reverted, None
+        last = self.records[-1] if self.records else None
         self.reporter.phase(number, "prompt")
         return steps.prompt(
             self.store,
@@ -285,6 +288,7 @@ class LoopRunner:
             pivot=policy.should_pivot(self._history(), baseline_attempt(state.baseline)),
             unmatched_edits=self._unmatched,
             reverted=reverted,
+            protected_edits=last.ralph.protected_test_edits if last and last.ralph else None,
         )
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:

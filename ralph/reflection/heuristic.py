@@ -78,6 +78,14 @@ def _join(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def tests_edited(paths: Sequence[str]) -> str:
+    """What an attempt that edited the protected tests (loop/protect.py) must do instead."""
+    return (
+        f"Change the code, not the tests: my edits of {', '.join(paths)} were put back before "
+        "the checks ran and did not count."
+    )
+
+
 def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
@@ -87,6 +95,7 @@ def heuristic_reflection(
     actor_output: ActorOutput,
     earlier: Sequence[IterationRecord],
     trajectory: str = "",
+    protected_edits: Sequence[str] = (),
 ) -> SelfReflection:
     """A first-person reflection built only from the diagnostics and the agent's own trace
     (the compact line of ralph.trace): concrete, never invented."""
@@ -107,6 +116,8 @@ def heuristic_reflection(
             f"Abandon the approach of iteration {repeats[-1]}: it produced exactly the same "
             "errors; try a different strategy.",
         )
+    if protected_edits:
+        insights.insert(0, tests_edited(protected_edits))
     notes = [check_note(trajectory, o.spec.name, o.spec.command) for o in failing]
     traced = [note for note in notes if note]
     insights[:0] = [advice for _, advice in traced]

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -95,6 +95,8 @@ class GitWorkspace:
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
         self._head_tree: tuple[str, str] | None = None  # that commit and its tree (immutable)
         self._branch: str | None = None  # the loop's branch, once started or resumed
+        rel = Path(os.path.relpath(self.root, top)).as_posix()
+        self._prefix = "" if rel == "." else rel + "/"  # the root under the repository's top
 
     def _identity_env(self) -> dict[str, str]:
         """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
@@ -190,9 +192,26 @@ class GitWorkspace:
         with self._scratch_index() as env:
             tree = self._stage_tree(env)
         if tree == base:
-            return ChangeSet([], git_moves=moves)
+            return ChangeSet([], git_moves=moves, prefix=self._prefix)
         pending = _background().submit(self._diff_trees, base, tree)
-        return ChangeSet(pending=pending, git_moves=moves)
+        return ChangeSet(pending=pending, git_moves=moves, prefix=self._prefix)
+
+    def original(self, path: str) -> bytes | None:
+        """`path` (from the repository's top) in the tree `begin_iteration` staged."""
+        base = self._base_tree or self._tree_of(self.current_commit())
+        status, out, _ = self._git.run("cat-file", "blob", f"{base}:{path}", check=False)
+        return out if status == 0 else None
+
+    def put_back(self, paths: Sequence[str]) -> None:
+        """Files as `begin_iteration` found them: `git restore` from that tree (bytes and mode
+        exactly), what was not there removed; the index is left alone."""
+        base = self._base_tree or self._tree_of(self.current_commit())
+        there = set(self._git.names("ls-tree", "-z", "--name-only", base, "--", *_literal(paths)))
+        self._remove([name for name in paths if name not in there])
+        back = [name for name in paths if name in there]
+        for start in range(0, len(back), 200):
+            chunk = _literal(back[start : start + 200])
+            self._git.run("restore", f"--source={base}", "--worktree", "--", *chunk)
 
     def reclaim(self) -> list[str]:
         """Put the loop's branch back where ralph's last commit left it and check it out again,
@@ -558,6 +577,10 @@ def _numstat_change(entry: str, status: Mapping[str, str]) -> FileChange:
     if added == "-":  # git marks binary files with dashes
         return FileChange(path, kind, 0, 0, "binary file")
     return FileChange(path, kind, int(added), int(deleted), "")
+
+
+def _literal(paths: Sequence[str]) -> list[str]:
+    return [f":(literal){name}" for name in paths]
 
 
 def _read_or_none(path: Path) -> bytes | None:
