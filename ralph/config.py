@@ -102,6 +102,8 @@ class Settings:
     allow_dirty: bool = False
     no_rollback: bool = False
     worktree: bool = False
+    # a shell command run in each new worktree before its baseline (`pip install -e .`)
+    worktree_setup: str | None = None
     json: bool = False
     quiet: bool = False
     notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
@@ -350,9 +352,14 @@ def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True)
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if key in ("actor", "reflector", "test", "lessons_before", "notify_command") or (
-            key in DURATION_KEYS and value is not None
-        ):
+        if key in (
+            "actor",
+            "reflector",
+            "test",
+            "lessons_before",
+            "notify_command",
+            "worktree_setup",
+        ) or (key in DURATION_KEYS and value is not None):
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]
