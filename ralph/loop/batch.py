@@ -435,6 +435,8 @@ def run_batch(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    if not resume:  # a resumed batch's new loops check themselves
+        _check_parity(root, tasks, view)
     entries = plan(store, tasks, tasks_path, resume)
     _note_dirty(root, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
@@ -445,6 +447,20 @@ def run_batch(
             f"interrupted: {saved} loops can go on; `ralph batch --resume {tasks_path}` does that",
         )
     return BatchResult(tasks_path, entries, interrupted)
+
+
+def _check_parity(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
+    """Tests that import in the checkout but not in a fresh worktree stop the batch before any
+    loop spends anything (loop/parity.py): all tasks share the repository, so once."""
+    from ralph import config
+    from ralph.loop.parity import probe_batch
+
+    settings = [
+        config.load(root, {"test": task.test, "checks": list(task.checks) or None})
+        for task in tasks
+    ]
+    view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
+    probe_batch(root, settings)
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
