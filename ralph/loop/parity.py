@@ -3,11 +3,12 @@ but can in the user's checkout are the worktree's fault, not the task's.
 
 Without it a loop spends its attempts asking the agent to fix an import error the checkout does
 not have (a git-ignored `_version.py` generated at install time), and passes that advice on as
-a lesson. So before any agent call each configured pytest check collects (`--collect-only`,
-nothing runs) in the worktree; only when that fails with an import error is it tried in the
-checkout, and when it collects there the loop stops with exit 2, naming the error, the ignored
-files the worktree lacks and the two fixes. `ralph batch` runs it once, in a throwaway worktree,
-before any loop starts.
+a lesson. So before any agent call, when the worktree lacks an ignored file of the checkout
+(caches aside; otherwise this costs one `git ls-files`), each configured pytest check collects
+(`--collect-only`, nothing runs) in the worktree; only when that fails with an import error is
+it tried in the checkout, and when it collects there the loop stops with exit 2, naming the
+error, the ignored files the worktree lacks and the two fixes. `ralph batch` runs it once, in
+a throwaway worktree, before any loop starts.
 """
 
 from __future__ import annotations
@@ -85,23 +86,17 @@ def find_failure(
 
 
 def parity_error(failure: ImportFailure, missing: Sequence[str]) -> PreflightError:
-    """Exit 2 with the error, what the worktree lacks and both fixes."""
+    """Exit 2 with the error, the ignored files the worktree lacks and both fixes."""
     where = f" ({failure.error.location()})" if failure.error.location() else ""
-    lacks = (
-        "files git ignores that your checkout has and the worktree lacks: "
-        + ", ".join(missing[:MISSING_SHOWN])
-        + (f" (+{len(missing) - MISSING_SHOWN} more)" if len(missing) > MISSING_SHOWN else "")
-        if missing
-        else "no ignored file of your checkout is missing there; a package may be installed "
-        "only for the checkout"
-    )
-    paths = " ".join(missing[:3]) if missing else "PATH"
+    more = len(missing) - MISSING_SHOWN
+    lacks = ", ".join(missing[:MISSING_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
     return PreflightError(
         f"check {failure.check!r} cannot import its tests in a fresh worktree but can in your "
-        f"checkout: {failure.error.message}{where}; {lacks}",
-        hint=f"list them in .worktreeinclude (gitignore syntax: {paths}) to copy them into each "
-        'worktree, or set worktree_setup: "pip install -e ." (a command that makes them) in '
-        ".aiwg/ralph/config.yaml; no agent was called",
+        f"checkout: {failure.error.message}{where}; files git ignores that your checkout has "
+        f"and the worktree lacks: {lacks}",
+        hint=f"list them in .worktreeinclude (gitignore syntax: {' '.join(missing[:3])}) to "
+        'copy them into each worktree, or set worktree_setup: "pip install -e ." (a command '
+        "that makes them) in .aiwg/ralph/config.yaml; no agent was called",
     )
 
 
@@ -115,12 +110,14 @@ def probe_batch(top: Path, settings: Sequence[Settings]) -> None:
     included files, before any loop starts. Skipped with `worktree_setup` (a setup such as
     `pip install -e .` must not run for a worktree that goes away): each loop checks then."""
     from ralph.ids import new_loop_id
-    from ralph.workspace.parity import copy_included
+    from ralph.workspace.parity import copy_included, ignored_entries, included_files
     from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
     specs = [spec for one in settings for spec in pytest_checks(one)]
     if not specs or any(one.worktree_setup for one in settings):
         return
+    if not set(ignored_entries(top)) - set(included_files(top)):
+        return  # a worktree would lack nothing: no throwaway worktree, no collection
     probe = add_worktree(top, new_loop_id("parity probe"))
     try:
         copy_included(top, probe)
@@ -139,8 +136,13 @@ def check_parity_of(
     environ: Mapping[str, str],
     timeout: float | None,
 ) -> None:
+    """The preflight itself. Free when the worktree lacks no ignored file of the checkout (one
+    `git ls-files`): then its tests import what the checkout's do, and nothing is collected."""
     from ralph.workspace.parity import missing_ignored
 
+    missing = missing_ignored(top, workdir, limit=MISSING_SHOWN + 20)
+    if not missing:
+        return
     failure = find_failure(specs, top, workdir, environ, timeout)
     if failure is not None:
-        raise parity_error(failure, missing_ignored(top, workdir, limit=MISSING_SHOWN + 20))
+        raise parity_error(failure, missing)

@@ -84,18 +84,20 @@ def _inside(path: Path, top: Path) -> bool:
     return path.resolve().is_relative_to(top)
 
 
-def missing_ignored(top: Path, workdir: Path, limit: int = 10) -> list[str]:
-    """Ignored files and folders of the checkout the worktree lacks, caches left out, at most
-    `limit`; Python files first, since a missing module is what stops tests from collecting."""
+def ignored_entries(top: Path) -> list[str]:
+    """Ignored files and folders (`dir/`, a folder git ignores whole) of the checkout at `top`,
+    caches and environments left out: what a fresh worktree would lack."""
     git = Git(top)
     entries = git.names(
         "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"
     )
-    missing = [
-        entry
-        for entry in entries
-        if not _not_a_cause(entry) and not os.path.lexists(workdir / entry.rstrip("/"))
-    ]
+    return [entry for entry in entries if not _not_a_cause(entry)]
+
+
+def missing_ignored(top: Path, workdir: Path, limit: int = 10) -> list[str]:
+    """`ignored_entries` the worktree at `workdir` lacks, at most `limit`; Python files first,
+    since a missing module is what stops tests from collecting."""
+    missing = [e for e in ignored_entries(top) if not os.path.lexists(workdir / e.rstrip("/"))]
     missing.sort(key=lambda entry: (not entry.endswith(".py"), entry.count("/"), entry))
     return missing[:limit]
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ralph.config import CheckSpec
 from ralph.errors import PreflightError
+from ralph.loop.parity import check_parity_of
 from ralph.memory.store import MemoryStore
 from ralph.workspace.parity import copy_included, included_files, missing_ignored, run_setup
 from ralph.workspace.worktree import add_worktree
@@ -241,3 +243,22 @@ def test_missing_ignored_names_what_the_worktree_lacks_without_caches(project: P
 def test_a_setup_past_its_time_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PreflightError, match=r"timed out after 0\.5s"):
         run_setup("sleep 30", tmp_path, timeout=0.5)
+
+
+def test_the_preflight_collects_nothing_when_the_worktree_lacks_no_ignored_file(
+    project: Path, tmp_path: Path
+) -> None:
+    mark = tmp_path / "collected"
+    shim = tmp_path / "bin" / "pytest"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {mark}\n')
+    shim.chmod(0o755)
+    spec = CheckSpec("tests", f"{shim} -q tests", "pytest")
+    workdir = add_worktree(project, "ralph-free-00000001")
+    (project / ".worktreeinclude").write_text("pkg/_version.py\n")
+    copy_included(project, workdir)
+    check_parity_of([spec], project, workdir, dict(os.environ), None)
+    assert not mark.exists()
+    (workdir / VERSION_FILE).unlink()
+    check_parity_of([spec], project, workdir, dict(os.environ), None)
+    assert mark.read_text() == "--collect-only -p no:cacheprovider -q tests\n"
