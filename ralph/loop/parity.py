@@ -105,19 +105,29 @@ def check_parity(settings: Settings, top: Path, workdir: Path, environ: Mapping[
     check_parity_of(pytest_checks(settings), top, workdir, environ, settings.check_timeout)
 
 
+def batch_needs_probe(top: Path, settings: Sequence[Settings]) -> bool:
+    """Some task has pytest checks, none has a `worktree_setup`, and a worktree would lack an
+    ignored file of the checkout that `.worktreeinclude` does not bring."""
+    from ralph.workspace.parity import ignored_entries, included_files
+
+    if not any(pytest_checks(one) for one in settings):
+        return False
+    if any(one.worktree_setup for one in settings):
+        return False
+    return bool(set(ignored_entries(top)) - set(included_files(top)))
+
+
 def probe_batch(top: Path, settings: Sequence[Settings]) -> None:
     """`ralph batch`: the parity preflight once for every task, in a throwaway worktree with the
     included files, before any loop starts. Skipped with `worktree_setup` (a setup such as
     `pip install -e .` must not run for a worktree that goes away): each loop checks then."""
     from ralph.ids import new_loop_id
-    from ralph.workspace.parity import copy_included, ignored_entries, included_files
+    from ralph.workspace.parity import copy_included
     from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
-    specs = [spec for one in settings for spec in pytest_checks(one)]
-    if not specs or any(one.worktree_setup for one in settings):
+    if not batch_needs_probe(top, settings):
         return
-    if not set(ignored_entries(top)) - set(included_files(top)):
-        return  # a worktree would lack nothing: no throwaway worktree, no collection
+    specs = [spec for one in settings for spec in pytest_checks(one)]
     probe = add_worktree(top, new_loop_id("parity probe"))
     try:
         copy_included(top, probe)

@@ -180,6 +180,21 @@ def test_a_batch_stops_once_before_any_loop_starts_and_runs_green_with_the_inclu
         assert (Path(entry["worktree"]) / VERSION_FILE).is_file()
 
 
+def test_a_bench_stops_once_before_any_run_starts(
+    ralph: RunCli, project: Path, tmp_path: Path
+) -> None:
+    agent = tmp_path / "agent.py"
+    test = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    tasks = tmp_path / "tasks.yaml"
+    defaults = {"actor": f"cmd:{sys.executable} {agent}", "test": test}
+    tasks.write_text(yaml.safe_dump({"defaults": defaults, "tasks": ["fix add"]}))
+    result = ralph("bench", str(tasks), "--repeats", "1", cwd=project)
+    assert result.code == 2, result.err
+    assert_both_fixes_named(result.err)
+    assert not agent_called()
+    assert MemoryStore(project).loop_ids() == []
+
+
 # --- the parts --------------------------------------------------------------------------------
 
 
