@@ -28,6 +28,7 @@ NOT_A_CAUSE = frozenset(
 )
 NOT_A_CAUSE_SUFFIXES = (".egg-info", ".pyc", ".pyo", ".log", ".swp", ".orig", ".rej")
 SETUP_TAIL_LINES = 5
+MEMORY_DIR = ".aiwg/"
 
 
 @dataclass
@@ -51,7 +52,8 @@ def included_files(top: Path) -> list[str]:
     if not matched:
         return []
     not_ignored = set(git.names("ls-files", "-z", "--others", "--exclude-standard"))
-    return sorted(path for path in matched if path not in not_ignored)
+    # ralph's own memory stays in the checkout: a loop's worktree records there, not a copy
+    return sorted(p for p in matched if p not in not_ignored and not p.startswith(MEMORY_DIR))
 
 
 def copy_included(top: Path, workdir: Path) -> Copied:

@@ -199,8 +199,11 @@ def test_a_bench_stops_once_before_any_run_starts(
 
 
 def test_only_ignored_files_the_include_file_names_are_copied(project: Path) -> None:
-    (project / ".worktreeinclude").write_text("pkg/_version.py\nnotes.txt\ntests/\n")
+    (project / ".worktreeinclude").write_text("pkg/_version.py\nnotes.txt\ntests/\n.aiwg/\n")
     (project / "notes.txt").write_text("untracked, not ignored\n")  # never copied
+    (project / ".gitignore").write_text((project / ".gitignore").read_text() + ".aiwg/\n")
+    (project / ".aiwg" / "ralph").mkdir(parents=True)  # ralph's memory stays where it is
+    (project / ".aiwg" / "ralph" / "state.json").write_text("{}")
     assert included_files(project) == [VERSION_FILE]  # tests/ is tracked: never copied
     assert included_files(project / "pkg") == []  # the file lives at the top only
 
