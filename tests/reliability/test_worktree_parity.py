@@ -59,7 +59,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / VERSION_FILE).write_text('VERSION = "1.0"\n')  # the install wrote it
     (tmp_path / "agent.py").write_text(AGENT)
     monkeypatch.setenv("AGENT_MARK", str(tmp_path / "agent-called"))
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     return root
 
 
@@ -106,7 +106,8 @@ def test_a_worktree_whose_tests_cannot_import_stops_before_the_agent(
     assert len(worktrees(project)) == 1  # the fresh worktree went away again
     assert MemoryStore(project).loop_ids() == []
     assert git(project, "status", "--porcelain") == ""  # nothing of the checkout changed
-    assert not (project / ".pytest_cache").exists()
+    assert not (project / ".pytest_cache").exists()  # collecting there wrote nothing
+    assert not (project / "pkg" / "__pycache__").exists()
 
 
 def test_worktreeinclude_copies_the_ignored_file_and_the_loop_goes_green(
