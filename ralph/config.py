@@ -105,6 +105,8 @@ class Settings:
     # an attempt's edits of the baseline's test files count (loop/protect.py: put back otherwise)
     allow_test_edits: bool = False
     worktree: bool = False
+    # a shell command run in each new worktree before its baseline (`pip install -e .`)
+    worktree_setup: str | None = None
     json: bool = False
     quiet: bool = False
     notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
@@ -353,9 +355,14 @@ def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True)
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if key in ("actor", "reflector", "test", "lessons_before", "notify_command") or (
-            key in DURATION_KEYS and value is not None
-        ):
+        if key in (
+            "actor",
+            "reflector",
+            "test",
+            "lessons_before",
+            "notify_command",
+            "worktree_setup",
+        ) or (key in DURATION_KEYS and value is not None):
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]

@@ -9,6 +9,7 @@ and are left out of the JSON, so a record read and written again is byte-for-byt
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Iterable
@@ -64,6 +65,7 @@ FailureCategory = Literal[
 WindowPolicy = Literal["fifo", "recency", "relevance_weighted"]
 ReflectionSource = Literal["llm", "repaired", "heuristic", "success"]
 
+IMPORT_FAILURE = re.compile(r"\s*(?:ModuleNotFoundError|ImportError)\b")
 FAILURE_CATEGORIES: tuple[str, ...] = typing.get_args(FailureCategory)
 ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
@@ -138,6 +140,16 @@ class Diagnostic:
         if not self.file:
             return ""
         return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+    def is_import_failure(self) -> bool:
+        """A test module or conftest that could not even be imported (`ModuleNotFoundError`,
+        `ImportError` while collecting): usually the environment (a generated file, a package
+        not installed), not the code a task is about. A test that fails is never one."""
+        return (
+            self.type == "runtime_error"
+            and not self.rule
+            and bool(IMPORT_FAILURE.match(self.message))
+        )
 
 
 @dataclass

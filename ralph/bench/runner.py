@@ -296,7 +296,7 @@ def run_bench(
     """Run (or continue) the bench; (bench id, the summary, interrupted)."""
     import os
 
-    from ralph.loop.batch import Batch
+    from ralph.loop.batch import Batch, check_parity_once
     from ralph.workspace.git import GitWorkspace
     from ralph.workspace.locate import find_repo_root
 
@@ -314,6 +314,8 @@ def run_bench(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    if not resume:
+        check_parity_once(root, tasks, view)
     commit = GitWorkspace(root).current_commit() or ""
     ident = bench_id(tasks_path, arms, repeats)
     entries = plan(

@@ -194,7 +194,8 @@ def _run_in_worktree(
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
-    for name, value in import_path(workdir, os.environ).items():
+    imports = import_path(workdir, os.environ)
+    for name, value in imports.items():
         reporter.note(f"the checks and the agent import the worktree's code first: {name}={value}")
     dirty = GitWorkspace(root).dirty_files()
     if dirty:
@@ -204,6 +205,7 @@ def _run_in_worktree(
         )
     keep = False
     try:
+        prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)
         runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
         result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
@@ -215,6 +217,37 @@ def _run_in_worktree(
         if not keep:  # refused or already green: only a fresh checkout to throw away
             remove_worktree(workdir, force=True)
             _forget_worktree(store, loop_id)
+
+
+def prepare_worktree(
+    settings: Settings,
+    root: Path,
+    workdir: Path,
+    environ: Mapping[str, str],
+    reporter: Reporter,
+) -> None:
+    """Before the baseline: `.worktreeinclude`'s files, `worktree_setup`, then the parity
+    preflight (tests that import in the checkout must import here too)."""
+    from ralph.loop.parity import check_parity
+    from ralph.workspace.base import name_some
+    from ralph.workspace.parity import INCLUDE_FILE, copy_included, run_setup
+
+    included = copy_included(root, workdir)
+    if included.copied:
+        reporter.note(f"copied from {INCLUDE_FILE}: " + name_some(included.copied, 5))
+    if included.skipped:
+        reporter.note(f"not copied from {INCLUDE_FILE}: " + name_some(included.skipped, 5))
+    if settings.worktree_setup:
+        reporter.note(f"worktree_setup: {settings.worktree_setup}")
+        took = run_setup(
+            settings.worktree_setup,
+            workdir,
+            env=environ,
+            timeout=settings.check_timeout,
+            on_output=reporter.output,
+        )
+        reporter.note(f"worktree_setup done in {took / 1000:.1f}s")
+    check_parity(settings, root, workdir, environ)
 
 
 def _forget_worktree(store: MemoryStore, loop_id: str) -> None:

@@ -441,6 +441,8 @@ def run_batch(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    if not resume:  # a resumed batch's new loops check themselves
+        check_parity_once(root, tasks, view)
     entries = plan(store, tasks, tasks_path, resume)
     _note_dirty(root, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
@@ -451,6 +453,21 @@ def run_batch(
             f"interrupted: {saved} loops can go on; `ralph batch --resume {tasks_path}` does that",
         )
     return BatchResult(tasks_path, entries, interrupted)
+
+
+def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
+    """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
+    before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
+    from ralph import config
+    from ralph.loop.parity import batch_needs_probe, probe_batch
+
+    settings = [
+        config.load(root, {"test": task.test, "checks": list(task.checks) or None})
+        for task in tasks
+    ]
+    if batch_needs_probe(root, settings):
+        view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
+        probe_batch(root, settings)
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:

@@ -29,7 +29,11 @@ from ralph.records import (
 )
 from ralph.redact import redact
 from ralph.reflection.context import reflection_prompt_context
-from ralph.reflection.heuristic import heuristic_reflection, success_reflection
+from ralph.reflection.heuristic import (
+    category_follows_failure,
+    heuristic_reflection,
+    success_reflection,
+)
 from ralph.reflection.parsing import parse_reflection, reflection_repair_context
 from ralph.reflection.quality import quality_flags
 from ralph.templates import render
@@ -129,6 +133,7 @@ class Reflector:
         evaluation: Evaluation,
         usage: _UsageSum,
     ) -> ReflectionOutcome:
+        reflection = category_follows_failure(reflection, evaluation)
         flags = quality_flags(reflection, evaluation)
         return usage.outcome(reflection, source, flags, None)
 
