@@ -15,7 +15,7 @@ import math
 import os
 import re
 import stat
-from typing import Any
+from typing import Any, BinaryIO
 
 MB = 1_000_000
 # A lone surrogate escape (`\ud800` not followed by its pair) decodes into a str that cannot be
@@ -25,6 +25,22 @@ SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 class Unreadable(ValueError):
     """Why a file cannot be read as what it should be: the message is the reason, no path."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """`path` opened for reading if it is a regular file (a FIFO is refused, never waited on);
+    `Unreadable` otherwise. For a file read line by line, as far as the reader needs."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unreadable("not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
