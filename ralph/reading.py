@@ -83,6 +83,11 @@ def _constant(name: str) -> Any:
     raise Unreadable(f"{name} is not valid JSON (a non-finite number)")
 
 
+# One decoder each, made once: json.loads with a hook builds a new decoder on every call.
+_STRICT = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
+_LENIENT = json.JSONDecoder()
+
+
 def parse_json(raw: bytes, *, strict: bool = True, writable: bool = False) -> Any:
     """Bytes as JSON. `strict` (what a record must be): finite numbers; without it, what
     `json.dumps` writes by default reads back. `writable`: every string can be written back as
@@ -92,10 +97,7 @@ def parse_json(raw: bytes, *, strict: bool = True, writable: bool = False) -> An
     except UnicodeDecodeError as exc:
         raise Unreadable(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        if strict:
-            data = json.loads(text, parse_float=_finite, parse_constant=_constant)
-        else:
-            data = json.loads(text)
+        data = (_STRICT if strict else _LENIENT).decode(text)
     except json.JSONDecodeError as exc:
         raise Unreadable(f"not JSON: {exc.msg} at line {exc.lineno}") from None
     except RecursionError:
