@@ -99,7 +99,7 @@ def parse_json(raw: bytes, *, strict: bool = True, writable: bool = False) -> An
     try:
         data = (_STRICT if strict else _LENIENT).decode(text)
     except json.JSONDecodeError as exc:
-        raise Unreadable(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+        raise Unreadable(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise Unreadable("not JSON: nested too deeply") from None
     except Unreadable:
@@ -115,6 +115,8 @@ def parse_json(raw: bytes, *, strict: bool = True, writable: bool = False) -> An
     return data
 
 
-def read_json_bounded(path: str | os.PathLike[str], limit: int, *, strict: bool = True) -> Any:
+def read_json_bounded(
+    path: str | os.PathLike[str], limit: int, *, strict: bool = True, writable: bool = False
+) -> Any:
     """`read_bounded` then `parse_json`: a file ralph reads as one JSON value."""
-    return parse_json(read_bounded(path, limit), strict=strict)
+    return parse_json(read_bounded(path, limit), strict=strict, writable=writable)

@@ -40,6 +40,7 @@ __all__ = [
     "RecordFile",
     "load_record_file",
     "parse_state",
+    "record_problems",
 ]  # the seam: what other packages use
 
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
@@ -408,6 +409,15 @@ def _written_ns(path: Path) -> int:
         return 0
 
 
+def record_problems(data: Any) -> list[str]:
+    """The schema's verdict on a parsed record, and what its pattern lets by: Python's `$`
+    matches before a final newline, so `ralph-x\n` passes it but names no loop folder."""
+    problems = schemas.errors(schemas.RECORD, data)
+    if not problems and not LOOP_ID_PATTERN.fullmatch(data["loop_id"]):
+        problems = [f"$.loop_id: {data['loop_id']!r} is not a loop id (a trailing newline)"]
+    return problems
+
+
 def load_record_file(path: Path, iteration: int) -> RecordFile:
     """A record file through the bounded reader (`ralph.reading`): every way it can be wrong
     becomes its problems, never an exception or a read that waits or fills memory."""
@@ -415,7 +425,7 @@ def load_record_file(path: Path, iteration: int) -> RecordFile:
         data = read_json_bounded(path, MAX_RECORD_BYTES)
     except Unreadable as exc:
         return RecordFile(path, iteration, problems=[str(exc)])
-    problems = schemas.errors(schemas.RECORD, data)
+    problems = record_problems(data)
     if problems:
         return RecordFile(path, iteration, problems=problems)
     try:

@@ -36,11 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ralph import schemas
 from ralph.errors import StoreError
 from ralph.files import AIWG_DIR, atomic_write_json, atomic_write_text
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
-from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore, record_problems
 from ralph.reading import MB, Unreadable, parse_json, read_bounded, read_json_bounded
 
 if TYPE_CHECKING:
@@ -302,12 +301,10 @@ def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incomin
         data = parse_json(content, writable=True)
     except Unreadable as exc:
         return Incoming(origin, problem=str(exc))
-    problems = schemas.errors(schemas.RECORD, data)
+    problems = record_problems(data)
     if problems:
         return Incoming(origin, problem=problems[0])
     loop_id, iteration = data["loop_id"], data["iteration"]
-    if not LOOP_ID_PATTERN.fullmatch(loop_id):  # the schema's `$` lets a trailing newline by
-        return Incoming(origin, problem=f"invalid loop id {loop_id!r}")
     try:
         from ralph.records import IterationRecord
 

@@ -148,6 +148,8 @@ def test_a_fifo_named_like_a_record_is_reported_never_waited_on(
     assert json.loads(result.out)["invalid_files"] == [
         {"path": shown, "reason": "not a regular file"}
     ]
+    result = ralph("reflections", "search", "date", cwd=example_project)
+    assert result.code == 0, result.err  # the search index skips it as unreadable
     target = tmp_path / "target"
     target.mkdir()
     result = ralph("reflections", "import", str(folder), "--json", cwd=target)
@@ -210,6 +212,8 @@ def test_a_record_that_cannot_be_written_is_invalid_and_the_rest_imported(
         f"reflections/{EXAMPLE_LOOP}/001.json",
         f"reflections/{EXAMPLE_LOOP}/003.json",
     ]
+    checked = ralph("reflections", "validate", str(source / "002.json"), cwd=target)
+    assert checked.code == 1, checked.out  # validate says what import will say
 
 
 def bomb(path: Path, records: int, size: int) -> Path:
