@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import ConfigError, StoreError
-from ralph.files import read_json
 from ralph.glyphs import first_line
 from ralph.ids import validate_loop_id
 from ralph.memory.store import RECORD_NAME, MemoryStore, record_problems
@@ -176,7 +175,13 @@ def show_record(
         path = store.record_path(loop_id, iteration)
         if not path.exists():
             raise StoreError(f"loop {loop_id} has no iteration {iteration}")
-        _print_json(read_json(path))
+        from ralph.memory.store import MAX_RECORD_BYTES
+        from ralph.reading import Unreadable, read_json_bounded
+
+        try:
+            _print_json(read_json_bounded(path, MAX_RECORD_BYTES, strict=False))
+        except Unreadable as exc:
+            raise StoreError(f"{path}: {exc}") from None
         return
     record = store.read_record(loop_id, iteration)
     render_record(record, console)

@@ -468,8 +468,23 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            atomic_write_text(folder / name, path.read_text("utf-8"))
+            atomic_write_text(folder / name, _local_text(path))
     return counts
+
+
+def _local(path: Path) -> bytes:
+    """A local record's bytes for an export, through the bounded reader."""
+    try:
+        return read_bounded(path, MAX_RECORD_BYTES)
+    except Unreadable as exc:
+        raise StoreError(f"{path}: {exc}; not exported") from None
+
+
+def _local_text(path: Path) -> str:
+    try:
+        return _local(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: not UTF-8: {exc.reason}; not exported") from None
 
 
 def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
@@ -485,7 +500,7 @@ def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                archive.writestr(info, path.read_bytes())
+                archive.writestr(info, _local(path))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:

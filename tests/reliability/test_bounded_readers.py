@@ -150,6 +150,9 @@ def test_a_fifo_named_like_a_record_is_reported_never_waited_on(
     ]
     result = ralph("reflections", "search", "date", cwd=example_project)
     assert result.code == 0, result.err  # the search index skips it as unreadable
+    for args in (("show", EXAMPLE_LOOP, "4", "--json"), ("export", "--zip", "out.zip")):
+        result = ralph("reflections", *args, cwd=example_project)
+        assert result.code == 2 and "not a regular file" in result.err, args
     target = tmp_path / "target"
     target.mkdir()
     result = ralph("reflections", "import", str(folder), "--json", cwd=target)
