@@ -22,7 +22,7 @@ import pytest
 from ralph.memory import transfer
 from ralph.memory.store import MemoryStore
 
-from ..conftest import EXAMPLE_LOOP, RunCli
+from ..conftest import EXAMPLE_LOOP, REPO, RunCli
 
 DEADLINE = 60.0  # seconds a test waits before it unblocks what would hang without the fix
 
@@ -220,19 +220,13 @@ def test_a_record_that_cannot_be_written_is_invalid_and_the_rest_imported(
 
 
 def bomb(path: Path, records: int, size: int) -> Path:
-    """`records` members of `size` bytes each, valid records, deflated to almost nothing."""
-    base = {"loop_id": "ralph-bomb-00000000", "timestamp": "2026-11-20T09:14:03Z"}
+    """`records` valid records of `size` bytes each, deflated to almost nothing."""
+    template = json.loads(
+        (REPO / ".aiwg/ralph/reflections" / EXAMPLE_LOOP / "001.json").read_text("utf-8")
+    )
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for n in range(1, records + 1):
-            record = {
-                **base,
-                "iteration": n,
-                "actor_output": {"actions": [], "rationale": ""},
-                "evaluator_output": {"passed": False},
-                "self_reflection": {"reflection_text": "x"},
-                "memory_metadata": {"window_size": 1, "reflections_in_context": []},
-                "notes": "",
-            }
+            record = {**template, "loop_id": "ralph-bomb-00000000", "iteration": n, "notes": ""}
             text = json.dumps(record)
             text = text.replace('"notes": ""', '"notes": "' + "a" * (size - len(text)) + '"')
             archive.writestr(f"ralph-bomb-00000000/{n:03d}.json", text)
@@ -262,6 +256,10 @@ def test_an_archive_beyond_the_limits_is_refused_before_it_is_inflated(
     assert "more than 1 MB of records in one import; nothing was imported" in result.err
     assert read == []  # refused by what the archive declares, nothing inflated
     assert memory_of(target) == {}
+    monkeypatch.setattr(transfer, "MAX_IMPORT_BYTES", 2_000_000)  # the same within the limit
+    result = ralph("reflections", "import", str(archive), cwd=target)
+    assert result.code == 0, result.out + result.err
+    assert "added 30 records of 1 loop" in result.out
 
 
 def test_an_import_that_fails_while_writing_leaves_the_memory_as_it_was(
