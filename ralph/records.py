@@ -72,6 +72,11 @@ ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
 BEST_FAILING_REWARD = 0.99  # anything that is not success scores (and shows) at most this
 DIAGNOSTICS_PER_CHECK = 50  # diagnostics a record keeps per check (338 mypy errors: 110 KB)
+# What a reader believes of a record (the schema bounds none of these): beyond, a value is a
+# corrupt or forged record's, read as unknown so that no sum, chart or date is driven by it.
+MAX_PHASE_MS = 366 * 24 * 3600 * 1000  # a phase of an attempt that took more than a year
+MAX_COST_USD = 1e9
+MAX_TOKENS = 10**15
 
 
 def utc_now() -> str:

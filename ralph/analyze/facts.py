@@ -11,7 +11,7 @@ from typing import Any
 from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
-from ralph.records import BEST_FAILING_REWARD
+from ralph.records import BEST_FAILING_REWARD, MAX_COST_USD, MAX_PHASE_MS, MAX_TOKENS
 
 
 @dataclass(slots=True)
@@ -142,8 +142,12 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     counts = [usage.get(key) for key in TOKEN_FIELDS]
     # TypeError on a non-number: the file is then validated
     tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
+    if tokens is not None and not 0 <= tokens <= MAX_TOKENS:
+        tokens = None
     cost = usage.get("cost_usd")
-    duration = sum((ext.get("duration_ms") or {}).values())
+    if cost is not None and not 0 <= _number(cost, "cost_usd") <= MAX_COST_USD:
+        cost = None
+    duration = sum(ms for ms in (ext.get("duration_ms") or {}).values() if 0 <= ms <= MAX_PHASE_MS)
     task = data.get("task_description")
     lessons = ext.get("lessons_used") or []
     improved = (data.get("performance_delta") or {}).get("is_improvement")

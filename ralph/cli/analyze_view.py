@@ -239,8 +239,8 @@ def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:
     labels = [" "] * (cols + 4)
     for i in range(len(series)):
         if i % max(1, 4 // step) == 0:
-            for n, ch in enumerate(str(iterations[i])):
-                labels[i * step + n] = ch
+            label = str(iterations[i])  # a long number is cut at the axis's end
+            labels[i * step : i * step + len(label)] = label[: len(labels) - i * step]
     note = "iteration; 0 is the baseline" if loop.baseline_reward is not None else "iteration"
     text.append("".join(labels).rstrip() + f"  ({note})")
     return text

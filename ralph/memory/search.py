@@ -43,7 +43,8 @@ from ralph.memory.lessons import (
     parse_lesson_id,
 )
 from ralph.memory.sqlite_cache import create, open_cache
-from ralph.memory.store import RECORD_NAME, MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore
+from ralph.reading import read_json_bounded
 
 INDEX_NAME = "search.sqlite"
 INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
@@ -263,8 +264,7 @@ class SearchIndex:
 
     def _add(self, loop_id: str, iteration: int, path: str, key: tuple[int, int, int]) -> None:
         try:
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read().decode("utf-8"))
+            data = read_json_bounded(path, MAX_RECORD_BYTES)  # Unreadable is a ValueError
             doc = _document(data, loop_id, iteration)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # unreadable or malformed: remembered, so it is not read again until it changes
