@@ -1,8 +1,9 @@
 """Git for the loop: a clean-tree guard, the loop branch, one commit per iteration, rollback.
 
 Everything here protects user work: no `git clean`, no hard reset, nothing under `.aiwg/ralph/`
-is ever committed or checked out (memory survives rollbacks), and diffs and commits are built in
-a temporary index so the user's own index is left alone.
+is ever committed or checked out (memory survives rollbacks), nothing git ignored when the loop
+started is ever committed or removed (`ignored.py`), and diffs and commits are built in a
+temporary index so the user's own index is left alone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from ralph.errors import PreflightError, RalphError
 from ralph.ids import loop_branch, validate_loop_id
+from ralph.workspace import ignored
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
@@ -95,6 +97,7 @@ class GitWorkspace:
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
         self._head_tree: tuple[str, str] | None = None  # that commit and its tree (immutable)
         self._branch: str | None = None  # the loop's branch, once started or resumed
+        self._ignored: Path | None = None  # what git ignored at loop start (ignored.py)
 
     def _identity_env(self) -> dict[str, str]:
         """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
@@ -118,12 +121,69 @@ class GitWorkspace:
         return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
 
     def dirty_files(self) -> list[str]:
-        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`."""
+        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
+        ignored when the loop started counts as ignored whatever `.gitignore` says now."""
         entries = self._git.names(
             "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
             "--", ".", self._exclude,
         )  # fmt: skip
-        return [entry[3:] for entry in entries]
+        untracked = [entry[3:] for entry in entries if entry.startswith("?? ")]
+        kept = set(self._ignored_at_start(untracked)) if untracked else set()
+        return [entry[3:] for entry in entries if entry[3:] not in kept]
+
+    # -- what git ignored at loop start ----------------------------------------------------------
+
+    def _git_path(self, name: str) -> Path:
+        return Path(self._git.text("rev-parse", "--path-format=absolute", "--git-path", name))
+
+    def _keep_ignored(self, loop_id: str, *, fresh: bool) -> None:
+        """Record what git ignores now (`fresh`, or when no record exists: a loop started by an
+        older ralph), then let every git command of this loop read it."""
+        path = ignored.exclude_path(self._git_path, loop_id)
+        if fresh or not path.is_file():
+            configured = self._git.run("config", "--path", "core.excludesFile", check=False)[1]
+            sources = ignored.global_sources(
+                configured.decode("utf-8", "surrogateescape").strip(),
+                os.environ.get("XDG_CONFIG_HOME"),
+                os.environ.get("HOME"),
+            )
+            sources.append(self._git_path("info/exclude"))
+            ignored.write_snapshot(path, self._git.toplevel, self._git.names, sources)
+        self._git.env.update(ignored.config_env(path))
+        self._ignored = path
+
+    def _ignored_at_start(self, paths: list[str]) -> list[str]:
+        """Those of `paths` (in the index or not) that the loop-start record matches."""
+        if self._ignored is None or not paths:
+            return []
+        found: list[str] = []
+        query = ("ls-files", "-z", "--cached", "--others", "--ignored")
+        for start in range(0, len(paths), 200):
+            chunk = [f":(literal){name}" for name in paths[start : start + 200]]
+            found += self._git.names(*query, f"--exclude-from={self._ignored}", "--", *chunk)
+        return found
+
+    def _unstage_ignored(self, env: Mapping[str, str] | None = None) -> None:
+        """Take out of the index `env` names what was ignored at loop start and is not in HEAD
+        (an agent's `!pattern` in `.gitignore`, its `git add -f`): it is never committed."""
+        if self._ignored is None:
+            return
+        query = ("ls-files", "-z", "--cached", "--ignored", f"--exclude-from={self._ignored}")
+        staged = self._git.names(*query, "--", ".", self._exclude, env=env)
+        if not staged:
+            return
+        tracked: set[str] = set()
+        if self.current_commit() is not None:
+            for start in range(0, len(staged), 200):
+                chunk = [f":(literal){name}" for name in staged[start : start + 200]]
+                tracked.update(
+                    self._git.names("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *chunk)
+                )
+        dropped = [name for name in staged if name not in tracked]
+        for start in range(0, len(dropped), 200):
+            chunk = [f":(literal){name}" for name in dropped[start : start + 200]]
+            rm = ("rm", "-r", "-q", "--cached", "--ignore-unmatch")
+            self._git.run(*rm, "--", *chunk, env=env)
 
     # -- temporary index: diffs and commits without touching the user's index -------------------
 
@@ -151,6 +211,7 @@ class GitWorkspace:
         `staged`: the index holds the work tree already (copied right after an `add -A`)."""
         if not staged:
             self._git.run("add", "-A", "--", ".", self._exclude, env=env)
+            self._unstage_ignored(env)
         if memory_from_head:  # what the user staged under .aiwg/ralph stays out of our commits
             if head:
                 self._git.run("reset", "-q", "HEAD", "--", self._memory, env=env)
@@ -269,6 +330,7 @@ class GitWorkspace:
         nothing gets no empty commit: HEAD is its commit)."""
         head = self._committed_head or self.current_commit()
         self._git.run("add", "-A", "--", ".", self._exclude)  # the user's index mirrors HEAD after
+        self._unstage_ignored()
         with self._scratch_index() as env:  # a copy of that index: the work tree is staged
             tree = self._stage_tree(env, memory_from_head=True, head=head, staged=True)
         if head and tree == self._tree_of(head):
@@ -305,8 +367,10 @@ class GitWorkspace:
         self._git.run("reset", "-q", "--", ".", self._exclude)  # the index mirrors HEAD again
 
     def _remove(self, paths: list[str]) -> None:
+        """Delete these files (never one ignored at loop start) and the directories they empty."""
         top = self._git.toplevel
-        for name in paths:
+        kept = set(self._ignored_at_start(paths))
+        for name in (name for name in paths if name not in kept):
             path = top / name
             with contextlib.suppress(OSError):  # a directory (say, a submodule) is left alone
                 path.unlink()
@@ -354,6 +418,7 @@ class GitWorkspace:
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
         head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
+        self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
         original = self._current_branch()
         saved = (
@@ -448,6 +513,7 @@ class GitWorkspace:
         """
         if git is None:  # a loop that never had a branch (started outside git)
             return []
+        self._keep_ignored(loop_id, fresh=False)
         branch = git.branch or ""
         expected = git.commit_of(iteration) or git.base_commit
         if not branch or not expected or self._rev(expected) is None:
