@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from ralph.errors import PreflightError, RalphError
+from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
 from ralph.workspace import ignored
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
@@ -404,7 +407,8 @@ class GitWorkspace:
                 hint="commit or stash them first, or pass --allow-dirty to keep them in the loop",
             )
         branch = loop_branch(loop_id)
-        if self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
+        exists = self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}")
+        if exists and self._adoptable(loop_id) is None:
             raise PreflightError(
                 f"branch {branch} already exists", hint="use `ralph resume` or another --loop-id"
             )
@@ -418,6 +422,9 @@ class GitWorkspace:
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
         head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
+        adopted = self._adoptable(loop_id)
+        if adopted is not None:
+            return self._adopt(loop_id, adopted, dirty=bool(dirty))
         self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
         original = self._current_branch()
@@ -426,6 +433,8 @@ class GitWorkspace:
             if dirty
             else None
         )
+        start = GitState(branch, head, original, head, saved)
+        write_atomically(self._start_path(loop_id), json.dumps(start.to_json()) + "\n")
         self._git.run("checkout", "-q", "-b", branch)  # same commit: the tree is untouched
         self._branch, self._committed_head = branch, head
         base = head
@@ -439,6 +448,46 @@ class GitWorkspace:
             original_commit=head,
             user_changes=saved,
         )
+
+    def _start_path(self, loop_id: str) -> Path:
+        """How the loop's branch began, written before the branch exists (in the git dir)."""
+        return self._git_path(f"ralph/{loop_id}/start.json")
+
+    def _adoptable(self, loop_id: str) -> GitState | None:
+        """The start of this loop's own branch, when a run killed right after creating it left
+        the branch but no state naming it: the branch still at the start commit, or at the
+        starting-point commit on it (`--allow-dirty`). None for any other branch of that name."""
+        try:
+            start = GitState.from_json(json.loads(self._start_path(loop_id).read_text()))
+        except (OSError, ValueError, AttributeError):
+            return None
+        tip = self._rev(f"refs/heads/{loop_branch(loop_id)}")
+        if tip is None or not start.original_commit or start.branch != loop_branch(loop_id):
+            return None
+        if tip == start.original_commit:
+            return start
+        parent = self._rev(f"{tip}^")
+        subject = self._git.text("log", "-1", "--format=%s", tip)
+        if parent == start.original_commit and subject.startswith(f"ralph: {loop_id} starting"):
+            return replace(start, base_commit=tip)
+        return None
+
+    def _adopt(self, loop_id: str, start: GitState, *, dirty: bool) -> GitState:
+        """Go on with the branch a killed start of this loop created (`_adoptable`)."""
+        branch = start.branch or loop_branch(loop_id)
+        self._keep_ignored(loop_id, fresh=False)
+        if self._current_branch() != branch:
+            if self.current_commit() == self._rev(f"refs/heads/{branch}"):
+                self._git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")  # same commit
+            else:
+                self._checkout_loop_branch(branch)
+        base = start.base_commit or start.original_commit or ""
+        self._branch, self._committed_head = branch, base
+        if dirty and base == start.original_commit:  # killed before the starting point's commit
+            where = start.original_branch or base
+            note = f"ralph: {loop_id} starting point (uncommitted changes on {where})"
+            base = self.commit_iteration(note) or base
+        return replace(start, branch=branch, base_commit=base)
 
     def _stash_user_changes(self, where: str) -> str:
         """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
