@@ -65,8 +65,10 @@ def load_tasks(path: Path) -> list[BatchTask]:
     """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
     import yaml
 
+    from ralph.config import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
     except OSError as exc:
         raise TasksFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -179,13 +181,13 @@ class Entry:
         extra = ["--max-iterations", str(limit)] if limit else []
         if self.resume:
             return [*ralph, "resume", self.loop_id, "--json", "--quiet", *extra]
-        argv = [*ralph, "run", self.task.task, "--worktree", "--loop-id", self.loop_id]
+        argv = [*ralph, "run", "--worktree", "--loop-id", self.loop_id]
         argv += ["--json", "--quiet", *extra]
         argv += ["--test", self.task.test] if self.task.test else []
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
-        return argv
+        return [*argv, "--", self.task.task]  # a task like "--help me" is not read as a flag
 
     def refresh(self, store: MemoryStore) -> bool:
         """Read the loop's state; True when its iteration moved on."""
