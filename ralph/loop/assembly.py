@@ -251,7 +251,7 @@ def resume_task(
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
-    if store.effective_status(state) != "running":  # a running loop is refused below
+    if store.effective_status(state) in ("paused", "crashed", "failed"):  # else refused below
         for note in keep_newer_records_apart(store, state):
             reporter.note(note)
     runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
