@@ -187,7 +187,12 @@ class Entry:
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
-        return [*argv, "--", self.task.task]  # a task like "--help me" is not read as a flag
+        # last, after `--`: a task like "--help me" is the task, not a flag
+        return [*argv, *self.run_flags(), "--", self.task.task]
+
+    def run_flags(self) -> list[str]:
+        """More flags for a new loop's `ralph run` (a bench arm's)."""
+        return []
 
     def refresh(self, store: MemoryStore) -> bool:
         """Read the loop's state; True when its iteration moved on."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.bench.runner import BenchEntry
 from ralph.config import load
 from ralph.errors import ConfigError
 from ralph.loop.batch import BatchTask, Entry, TasksFileError, load_tasks
@@ -57,6 +58,10 @@ def test_a_batch_task_that_looks_like_a_flag_is_the_task() -> None:
     ctx = run.make_context("run", argv[4:])
     assert ctx.params["task"] == task
     assert ctx.params["loop_id"] == "ralph-flag-00000001"
+    # a bench arm's flags still reach the run: before the `--`
+    arm = BenchEntry(entry.task, "ralph-flag-00000002", arm="a", flags=("--omega", "0"))
+    ctx = run.make_context("run", arm.argv()[4:])
+    assert ctx.params["task"] == task and ctx.params["omega"] == 0
 
 
 def test_resume_keeps_a_record_imported_into_a_paused_loop(
