@@ -271,10 +271,17 @@ def keep_newer_records_apart(store: MemoryStore, state: LoopState) -> list[str]:
     for number, path in store.record_paths(state.loop_id):
         if number <= state.iteration or _own_attempt(store, state.loop_id, number, path):
             continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        target = store.base / CONFLICTS_DIR / state.loop_id / f"{number:03d}-{digest}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            target = store.base / CONFLICTS_DIR / state.loop_id / f"{number:03d}-{digest}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except OSError as exc:
+            raise StoreError(
+                f"record {number} is newer than the state of {state.loop_id} and cannot be "
+                f"moved aside: {exc.strerror or exc}",
+                hint=f"move {path} away yourself, then resume again",
+            ) from None
         notes.append(
             f"record {number} is newer than the loop's state (imported?), so iteration {number} "
             f"is done again: that record is kept as {os.path.relpath(target, store.root)}"
