@@ -9,6 +9,7 @@ and are left out of the JSON, so a record read and written again is byte-for-byt
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -247,17 +248,28 @@ class ModelCall(NamedTuple):
     cost_usd: float | None
 
 
+MAX_TOKENS = 10**15  # a token sum saturates here: no model reads a quadrillion tokens
+MAX_COST_USD = 1e9  # a money sum saturates here: past any budget, far from float overflow
+
+
 def known_sum(counts: Iterable[int | None]) -> int | None:
-    """Token counts summed where reported; None when none was (unknown stays unknown, never 0)."""
+    """Token counts summed where reported; None when none was (unknown stays unknown, never 0).
+    The sum saturates at `MAX_TOKENS`, so an absurd count cannot grow without bound."""
     known = [n for n in counts if n is not None]
-    return sum(known) if known else None
+    return min(sum(known), MAX_TOKENS) if known else None
 
 
 def sum_costs(*parts: float | None) -> float | None:
     """The one rule for adding money: a sum with an unknown part (None) is unknown, never the
-    sum of the known parts and never 0 (README). A call that was never made is no part."""
-    known = [part for part in parts if part is not None]
-    return round(sum(known), 6) if len(known) == len(parts) else None
+    sum of the known parts and never 0 (README). A call that was never made is no part.
+
+    A part that is not a finite amount >= 0 is unknown too; the sum saturates at
+    `MAX_COST_USD` (an agent reporting $1.7e308 twice must not make the loop's total infinite,
+    which no state file can hold): such a loop has spent more than any budget, and stops."""
+    known = [part for part in parts if part is not None and math.isfinite(part) and part >= 0]
+    if len(known) != len(parts):
+        return None
+    return round(min(sum(min(part, MAX_COST_USD) for part in known), MAX_COST_USD), 6)
 
 
 @dataclass

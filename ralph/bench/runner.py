@@ -54,9 +54,8 @@ class BenchEntry(Entry):
     def env(self) -> dict[str, str]:
         return {"RALPH_LESSONS_BEFORE": self.lessons_before} if self.lessons_before else {}
 
-    def argv(self) -> list[str]:
-        argv = super().argv()
-        return argv if self.resume else [*argv, *self.flags]
+    def run_flags(self) -> list[str]:
+        return list(self.flags)
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, str]]:

@@ -66,8 +66,10 @@ def load_tasks(path: Path) -> list[BatchTask]:
     """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
     import yaml
 
+    from ralph.config import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
     except OSError as exc:
         raise TasksFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -184,14 +186,19 @@ class Entry:
         extra = ["--max-iterations", str(limit)] if limit else []
         if self.resume:
             return [*ralph, "resume", self.loop_id, "--json", "--quiet", *extra]
-        argv = [*ralph, "run", self.task.task, "--worktree", "--loop-id", self.loop_id]
+        argv = [*ralph, "run", "--worktree", "--loop-id", self.loop_id]
         argv += ["--json", "--quiet", *extra]
         argv += ["--test", self.task.test] if self.task.test else []
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
         argv += ["--allow-test-edits"] if self.task.allow_test_edits else []
-        return argv
+        # last, after `--`: a task like "--help me" is the task, not a flag
+        return [*argv, *self.run_flags(), "--", self.task.task]
+
+    def run_flags(self) -> list[str]:
+        """More flags for a new loop's `ralph run` (a bench arm's)."""
+        return []
 
     def refresh(self, store: MemoryStore) -> bool:
         """Read the loop's state; True when its iteration moved on."""

@@ -53,6 +53,7 @@ def record_feedback(
     from ralph import schemas
     from ralph.files import atomic_write_json
     from ralph.records import utc_now
+    from ralph.redact import redact
 
     state = store.read_state(loop_id)  # names an unknown loop
     status = store.effective_status(state)
@@ -68,7 +69,8 @@ def record_feedback(
         "loop_id": loop_id,
         "verdict": verdict,
         "source": source,
-        "note": note.strip() if note and note.strip() else None,
+        # redacted as it comes in, like a task: the file, the screen and --json show the same
+        "note": redact(note.strip()) if note and note.strip() else None,
         "timestamp": utc_now(),
         "task": state.task,
         "loop_status": state.stop_reason or state.status,
