@@ -48,15 +48,14 @@ class BenchEntry(Entry):
 
     arm: str = ""
     repeat: int = 1
-    flags: tuple[str, ...] = ()
+    arm_flags: tuple[str, ...] = ()
     lessons_before: str | None = None  # the bench's start: no run learns from another run
 
     def env(self) -> dict[str, str]:
         return {"RALPH_LESSONS_BEFORE": self.lessons_before} if self.lessons_before else {}
 
-    def argv(self) -> list[str]:
-        argv = super().argv()
-        return argv if self.resume else [*argv, *self.flags]
+    def flags(self) -> list[str]:
+        return list(self.arm_flags)
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, str]]:
@@ -133,7 +132,7 @@ def plan(
                     loop_id,
                     arm=arm,
                     repeat=repeat,
-                    flags=arm_argv(flags),
+                    arm_flags=arm_argv(flags),
                     lessons_before=started,
                 )
                 if key in earlier and store.state_path(loop_id).exists():
