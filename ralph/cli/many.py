@@ -110,7 +110,7 @@ def bench_command(
         out.print(summary["interval"], markup=False)
         for line in bench_report.footnotes(summary):
             out.print(line, markup=False)
-    raise typer.Exit(130 if interrupted else 0)
+    raise typer.Exit(130 if interrupted else 1 if summary["could_not_run"] else 0)
 
 
 # analyze -----------------------------------------------------------------------------------
