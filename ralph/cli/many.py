@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ralph.cli.common import JsonFlag, complete_loop_id, console, loop_in, memory, print_json
+from ralph.cli.common import (
+    JsonFlag,
+    complete_loop_id,
+    console,
+    loop_in,
+    memory,
+    print_json,
+    text_out,
+)
 from ralph.errors import RalphError
 
 # batch -------------------------------------------------------------------------------------
@@ -97,7 +104,7 @@ def bench_command(
     if as_json:
         print_json(summary)
     elif as_csv:
-        bench_report.write_csv(summary, sys.stdout)
+        bench_report.write_csv(summary, text_out())
     else:
         from rich.console import Console
 
@@ -169,6 +176,6 @@ def analyze(
     if as_json:
         print_json(analysis.analysis_json(result))
     elif as_csv:
-        analysis_report.write_csv(result, sys.stdout)
+        analysis_report.write_csv(result, text_out())
     elif html is None:
         analyze_view.render(result, console())

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import StoreError
-from ralph.files import AIWG_DIR, atomic_write_json, atomic_write_text, read_json
+from ralph.files import AIWG_DIR, atomic_write_json, read_json, write_atomically
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.store import RECORD_NAME, MemoryStore
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     pass
@@ -268,7 +269,10 @@ def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incomin
 
 
 def comparable(data: Any) -> str:
-    """The record's meaning, for equality: a local obsolete mark does not make it different."""
+    """The record's meaning, for equality: a local obsolete mark does not make it different,
+    and it is compared as it is written (redacted), so a record holding a secret equals the
+    copy an earlier import of it wrote."""
+    data = redact_data(data)
     if isinstance(data, dict) and isinstance(data.get("ralph"), dict):
         data = {**data, "ralph": {k: v for k, v in data["ralph"].items() if k != "obsolete"}}
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
@@ -349,8 +353,9 @@ def export_records(
     zip_path: Path | None = None,
     folder: Path | None = None,
 ) -> list[tuple[str, int]]:
-    """Copy the record files of `loop_ids` (default: every loop with records), byte for byte,
-    as `<loop>/NNN.json` into a new `.zip` or a folder. Returns (loop, records) per loop."""
+    """Copy the record files of `loop_ids` (default: every loop with records) as
+    `<loop>/NNN.json` into a new `.zip` or a folder: byte for byte, or redacted (`exported`).
+    Returns (loop, records) per loop."""
     if (zip_path is None) == (folder is None):
         raise StoreError("export needs one destination", hint="--zip FILE or --dir DIR")
     store.require()
@@ -374,8 +379,23 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            atomic_write_text(folder / name, path.read_text("utf-8"))
+            write_atomically(folder / name, exported(path).decode("utf-8"))
     return counts
+
+
+def exported(path: Path) -> bytes:
+    """A record file as it leaves ralph: its bytes, or, when a string in it holds a secret (a
+    record written elsewhere, or before a rule was added), the record with its strings redacted
+    one by one (redacting the text could cut through JSON syntax)."""
+    raw = path.read_bytes()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return redact(raw.decode("utf-8", errors="replace")).encode("utf-8")
+    safe = redact_data(data)
+    if safe == data:
+        return raw
+    return (json.dumps(safe, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
@@ -391,7 +411,7 @@ def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                archive.writestr(info, path.read_bytes())
+                archive.writestr(info, exported(path))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
