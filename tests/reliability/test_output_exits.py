@@ -181,3 +181,18 @@ def test_a_record_that_really_differs_is_still_a_conflict(
     assert ralph("reflections", "import", str(source.parent), cwd=project).code == 0
     result = ralph("reflections", "import", str(other.parent), "--json", cwd=project)
     assert result.code == 1 and len(json.loads(result.out)["conflicts"]) == 1
+
+
+def test_stdout_is_written_only_through_the_one_exit() -> None:
+    """A new command cannot forget the rules: only cli/common.py (console, print_json,
+    text_out) touches stdout (entry.py flushes it at exit); the rest of ralph returns values."""
+    package = Path(__file__).resolve().parents[2] / "ralph"
+    allowed = {"cli/common.py", "cli/entry.py"}
+    writers = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        if str(path.relative_to(package)) not in allowed
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "sys.stdout" in line or "sys.__stdout__" in line
+    ]
+    assert writers == []
