@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO, cast
 import typer
 
 from ralph.escapes import strip_escapes
-from ralph.redact import redact, redact_data
+from ralph.redact import may_change_json, redact, redact_data
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -139,7 +139,9 @@ def print_json(data: Any) -> None:
     terminal that shows the document."""
     import json
 
-    text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    if may_change_json(text):
+        text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
     sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
 
 

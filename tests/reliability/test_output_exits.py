@@ -12,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ralph import schemas
 from ralph.memory.store import MemoryStore
@@ -196,3 +198,44 @@ def test_stdout_is_written_only_through_the_one_exit() -> None:
         if "sys.stdout" in line or "sys.__stdout__" in line
     ]
     assert writers == []
+
+
+PIECES = [
+    SK,
+    GHP,
+    "AKIA" + "ZXCVBNMASDFGHJKL",
+    "aws_secret_access_key",
+    "=",
+    ": ",
+    '"',
+    "'",
+    "\t",
+    "\n",
+    "Bearer",
+    "bearer ",
+    "x" * 40,
+    "ab/+=" * 8,
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    'hunter2"Quote99',
+    "plain words",
+    "\\",
+    "é",
+    "\x9b",
+]
+
+
+@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=8).map("".join), max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_the_documents_scan_never_misses_what_redaction_would_change(parts: list[str]) -> None:
+    """print_json redacts only when one scan of the dumped document says it may matter: the
+    scan must never say no when redacting the data would change it."""
+    import os
+
+    from ralph.redact import may_change_json, redact_data
+
+    environ = {**os.environ, "MY_SERVICE_TOKEN": 'hunter2"Quote99'}
+    data = {"items": parts, parts[0] if parts else "k": {"n": 1}}
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if redact_data(data, environ) != data:
+        assert may_change_json(text, environ)
