@@ -86,3 +86,38 @@ def test_the_limit_is_the_tasks_length_not_its_bytes(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(yaml.safe_dump([{"name": "long", "task": "é" * MAX_TASK_CHARS}]))
     assert len(load_tasks(tasks)[0].task) == MAX_TASK_CHARS
+
+
+class Quiet:
+    def begin(self, entries: list[Entry], jobs: int) -> None: ...
+    def event(self, entry: Entry | None, text: str) -> None: ...
+    def update(self, entries: list[Entry]) -> None: ...
+    def end(self, entries: list[Entry]) -> None: ...
+
+
+def test_a_loop_this_machine_cannot_start_is_an_error_entry_and_the_others_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past validation, the system can still refuse a process (E2BIG on a smaller limit): that
+    task is an error entry, the batch goes on and ends with its result, not a crash."""
+    from ralph import process
+    from ralph.loop.batch import Batch, BatchTask
+
+    started: list[str] = []
+
+    def run(argv: list[str], **_: object) -> process.ProcessResult:
+        if argv[-1] == "too big":
+            raise OSError(7, "Argument list too long")
+        started.append(argv[-1])
+        return process.ProcessResult(1, "", "", 0)
+
+    monkeypatch.setattr(process, "run", run)
+    store = MemoryStore(tmp_path)
+    entries = [
+        Entry(BatchTask(n, t), f"ralph-{n}-0000000{i}")
+        for i, (n, t) in enumerate([("a", "first"), ("b", "too big"), ("c", "third")])
+    ]
+    assert Batch(tmp_path, store, entries, Quiet()).run(1) is False
+    assert started == ["first", "third"]
+    assert entries[1].status == "error" and entries[1].phase == "done"
+    assert entries[1].error == "cannot start: [Errno 7] Argument list too long"
