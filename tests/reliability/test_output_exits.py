@@ -239,3 +239,13 @@ def test_the_documents_scan_never_misses_what_redaction_would_change(parts: list
     text = json.dumps(data, indent=2, ensure_ascii=False)
     if redact_data(data, environ) != data:
         assert may_change_json(text, environ)
+
+
+def test_an_error_that_quotes_outside_text_is_one_clean_line(ralph: RunCli, tmp_path: Path) -> None:
+    """An error message may quote what it could not read: no token, no escape on stderr."""
+    (tmp_path / ".aiwg/ralph").mkdir(parents=True)
+    archive = tmp_path / f"x{TITLE}{CLEAR}{GHP}.txt"
+    archive.write_text("not a record")
+    result = ralph("reflections", "import", str(archive), cwd=tmp_path)
+    assert result.code == 2 and result.err.startswith("ralph: error: ")
+    assert_clean(result.err)
