@@ -106,11 +106,9 @@ def bench_command(
     elif as_csv:
         bench_report.write_csv(summary, text_out())
     else:
-        from rich.console import Console
-
         out = console()
         grid, width = bench_report.table(summary)
-        wide = Console(
+        wide = type(out)(  # as clean as `out`, only wider
             file=out.file, width=max(out.width, width), no_color=out.no_color, highlight=False
         )
         wide.print(grid)
