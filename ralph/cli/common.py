@@ -9,6 +9,7 @@ stdout for plain text (CSV, a stored prompt)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -106,6 +107,7 @@ def console(stderr: bool = False) -> Console:
     return out
 
 
+@functools.cache
 def _clean_console() -> type[Console]:
     """A rich Console that cleans the strings it renders, then every segment of text (a Text
     built without a string, a secret cut by wrapping); rich is imported only when needed."""

@@ -379,7 +379,7 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            write_atomically(folder / name, exported(path).decode("utf-8"))
+            write_atomically(folder / name, exported(path).decode("utf-8", errors="replace"))
     return counts
 
 
@@ -390,7 +390,7 @@ def exported(path: Path) -> bytes:
     raw = path.read_bytes()
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return redact(raw.decode("utf-8", errors="replace")).encode("utf-8")
     safe = redact_data(data)
     if safe == data:
