@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
+from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
@@ -380,7 +381,7 @@ class Batch:
             stopped = result.exit_code in (130, -signal.SIGINT, -signal.SIGTERM)
             entry.status = "not started" if stopped else "error"
         if result.exit_code not in (0, 1, 3, 130):
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            lines = [line for line in strip_escapes(result.stderr).splitlines() if line.strip()]
             entry.error = next((ln for ln in lines if ln.startswith("ralph: ")), None) or (
                 lines[-1] if lines else f"exited {result.exit_code}"
             )
