@@ -129,7 +129,9 @@ def assert_clean_json(raw: bytes) -> object:
     return json.loads(text)
 
 
-def test_trace_shows_an_agents_stream_without_its_escapes(ralph: RunCli, project: Path) -> None:
+def test_trace_shows_an_agents_stream_without_its_escapes(
+    ralph: RunCli, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = MemoryStore(project)
     folder = store.artifacts_dir(EXAMPLE_LOOP, 1)
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,6 +145,11 @@ def test_trace_shows_an_agents_stream_without_its_escapes(ralph: RunCli, project
     assert plain.code == 0, plain.err
     assert_clean(plain.out)
     assert "look" in plain.out and "Bash: ls" in plain.out
+    monkeypatch.setenv("FORCE_COLOR", "1")  # the table a terminal gets
+    table = ralph("trace", EXAMPLE_LOOP, "1", cwd=project).out
+    assert "\x1b[" in table and "look" in table
+    assert "\x1b]" not in table and CLEAR not in table and SK not in table
+    monkeypatch.delenv("FORCE_COLOR")
     as_json = ralph("trace", EXAMPLE_LOOP, "1", "--json", cwd=project)
     assert_clean(as_json.out)
     assert json.loads(as_json.out)["steps"][0]["thought"].startswith("look\x1b]0;")  # data kept
