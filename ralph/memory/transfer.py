@@ -379,15 +379,15 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            write_atomically(folder / name, exported(path).decode("utf-8", errors="replace"))
+            text = exported(path.read_bytes()).decode("utf-8", errors="replace")
+            write_atomically(folder / name, text)
     return counts
 
 
-def exported(path: Path) -> bytes:
-    """A record file as it leaves ralph: its bytes, or, when a string in it holds a secret (a
-    record written elsewhere, or before a rule was added), the record with its strings redacted
-    one by one (redacting the text could cut through JSON syntax)."""
-    raw = path.read_bytes()
+def exported(raw: bytes) -> bytes:
+    """A record file's bytes as they leave ralph: as they are, or, when a string in it holds a
+    secret (a record written elsewhere, or before a rule was added), the record with its strings
+    redacted one by one (redacting the text could cut through JSON syntax)."""
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
@@ -411,7 +411,7 @@ def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                archive.writestr(info, exported(path))
+                archive.writestr(info, exported(path.read_bytes()))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
