@@ -50,14 +50,14 @@ class BenchEntry(Entry):
 
     arm: str = ""
     repeat: int = 1
-    arm_flags: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
     lessons_before: str | None = None  # the bench's start: no run learns from another run
 
     def env(self) -> dict[str, str]:
         return {"RALPH_LESSONS_BEFORE": self.lessons_before} if self.lessons_before else {}
 
-    def flags(self) -> list[str]:
-        return list(self.arm_flags)
+    def run_flags(self) -> list[str]:
+        return list(self.flags)
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, str]]:
@@ -154,7 +154,7 @@ def plan(
                     loop_id,
                     arm=arm,
                     repeat=repeat,
-                    arm_flags=arm_argv(flags),
+                    flags=arm_argv(flags),
                     lessons_before=started,
                 )
                 if key in earlier and store.state_path(loop_id).exists():

@@ -193,10 +193,6 @@ class Entry:
         """Variables the loop's process gets on top of ralph's own environment."""
         return {}
 
-    def flags(self) -> list[str]:
-        """Flags of `ralph run` on top of the task's own (a bench arm's)."""
-        return []
-
     def argv(self) -> list[str]:
         ralph = [sys.executable, "-m", "ralph"]
         limit = self.task.max_iterations
@@ -209,7 +205,12 @@ class Entry:
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
-        return [*argv, *self.flags(), "--", self.task.task]  # a task may start with a dash
+        # last, after `--`: a task like "--help me" is the task, not a flag
+        return [*argv, *self.run_flags(), "--", self.task.task]
+
+    def run_flags(self) -> list[str]:
+        """More flags for a new loop's `ralph run` (a bench arm's)."""
+        return []
 
     def refresh(self, store: MemoryStore) -> bool:
         """Read the loop's state; True when its iteration moved on."""
