@@ -47,10 +47,11 @@ class LiveView(PlainView):
 
     def __init__(self) -> None:
         super().__init__()
-        from rich.console import Console
         from rich.live import Live
 
-        self.console = Console(stderr=True, highlight=False)
+        from ralph.cli.common import console
+
+        self.console = console(stderr=True)  # the one clean console: a loop's error quotes it
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.entries: list[Entry] = []
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +18,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    text_out,
 )
 
 # init --------------------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def status(
     if markdown:
         from ralph.cli.summary import loop_markdown
 
-        sys.stdout.write(loop_markdown(store, loop))
+        text_out().write(loop_markdown(store, loop))
         return
     info = loop_status(loop)
     if as_json:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,7 +52,9 @@ def show_trace(
             **trajectory.meta(),
             "steps": [step.to_json(i) for i, step in enumerate(trajectory.steps, 1)],
         }
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        from ralph.cli.common import print_json
+
+        print_json(data)
         return
     render_trace(loop_id, number, trajectory, console)
 

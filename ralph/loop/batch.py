@@ -9,7 +9,11 @@ repository's memory, so the lessons of a loop that finished are there for the lo
 The tasks file is YAML: a list of tasks, or `{defaults: {...}, tasks: [...]}`. A task is a
 mapping with `task` (the text) and optionally `name` (unique; default: from the task),
 `test`, `checks` (names or commands), `actor` and `max_iterations`; a bare string is a task.
-Any mistake is one line naming the entry, and nothing starts.
+Any mistake is one line naming the entry, and nothing starts: every task is checked before the
+first loop is launched, including what would stop its process from starting (a NUL character,
+a task over `MAX_TASK_CHARS`). A task is redacted (ralph.redact) as it is read, as `ralph run`
+redacts its own: the name, loop id and branch derived from it, the loop's command line and
+`--json` never carry a token written into the task.
 
 Which loop belongs to which task is kept in `.aiwg/ralph/loops/batches/<file>-<hash>.json`
 (local, like loop state), so `--resume` continues the paused and crashed loops of that file and
@@ -34,13 +38,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
+from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
+from ralph.redact import redact
 
 TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations", "allow_test_edits")
 DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
 POLL_SECONDS = 0.5
+# A task travels as one command-line argument of `ralph run`: Linux refuses one over 128 KiB
+# (E2BIG). A task is a paragraph or a page; anything longer belongs in a file the task names.
+MAX_TASK_CHARS = 32_000
 EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
 
 
@@ -101,7 +110,14 @@ def load_tasks(path: Path) -> list[BatchTask]:
         fields = _fields(path, label, entry, TASK_KEYS)
         if "task" not in fields:
             raise TasksFileError(f"{path}: {label}: missing `task`", hint=f"e.g. {EXAMPLE}")
-        fields.setdefault("name", slug(fields["task"]))
+        if len(fields["task"]) > MAX_TASK_CHARS:
+            raise TasksFileError(
+                f"{path}: {label}: the task is {len(fields['task']):,} characters, over the "
+                f"limit of {MAX_TASK_CHARS:,}",
+                hint="put the details in a file of the repository and name it in the task",
+            )
+        fields["task"] = redact(fields["task"])
+        fields["name"] = redact(fields["name"]) if "name" in fields else slug(fields["task"])
         if fields["name"] in seen:
             raise TasksFileError(
                 f"{path}: {label}: duplicate name {fields['name']!r} "
@@ -145,9 +161,13 @@ def _checked(path: Path, label: str, key: str, value: Any) -> Any:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
             raise wrong("a check name or command, or a list of them")
+        if any("\x00" in i for i in items):
+            raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
         return tuple(items)
     if not isinstance(value, str) or not value.strip():
         raise wrong("a non-empty string")
+    if "\x00" in value:  # no process can be given it as an argument
+        raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
     return value
 
 
@@ -357,6 +377,10 @@ class Batch:
                 env=entry.env(),
                 on_start=lambda proc: self._started(entry, proc),
             )
+        except (OSError, ValueError) as exc:  # validated before: a limit of this machine
+            entry.phase, entry.status, entry.error = "done", "error", f"cannot start: {exc}"
+            self.view.event(entry, f"error: {entry.error}")
+            return
         finally:
             with self.lock:
                 self.running.pop(entry.loop_id, None)
@@ -366,7 +390,7 @@ class Batch:
             stopped = result.exit_code in (130, -signal.SIGINT, -signal.SIGTERM)
             entry.status = "not started" if stopped else "error"
         if result.exit_code not in (0, 1, 3, 130):
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            lines = [line for line in strip_escapes(result.stderr).splitlines() if line.strip()]
             entry.error = next((ln for ln in lines if ln.startswith("ralph: ")), None) or (
                 lines[-1] if lines else f"exited {result.exit_code}"
             )

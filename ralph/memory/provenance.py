@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import json
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 from ralph import __version__
 from ralph.errors import ConfigError, StoreError
-from ralph.files import atomic_write_text
+from ralph.files import atomic_write_json
 from ralph.ids import validate_loop_id
 from ralph.memory.lessons import lesson_texts, parse_lesson_id
 from ralph.memory.store import MemoryStore
@@ -326,14 +325,14 @@ def dumps(document: dict[str, Any], *, fmt: str) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_prov(
-    store: MemoryStore, loop_ids: Sequence[str], *, output: Path | None, fmt: str
-) -> None:
-    """`ralph reflections export --prov`: to stdout, or atomically to `output`."""
+def prov_data(store: MemoryStore, loop_ids: Sequence[str], *, fmt: str) -> dict[str, Any]:
+    """`ralph reflections export --prov` in `fmt` (the CLI prints it as every JSON)."""
     if fmt not in ("json", "jsonld"):
         raise ConfigError(f"--format: unknown PROV format {fmt!r}", hint="json or jsonld")
-    text = dumps(export(store, loop_ids), fmt=fmt)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        atomic_write_text(output, text)
+    document = export(store, loop_ids)
+    return to_jsonld(document) if fmt == "jsonld" else document
+
+
+def write_prov(store: MemoryStore, loop_ids: Sequence[str], *, output: Path, fmt: str) -> None:
+    """`--prov -o FILE`: atomically, its strings redacted one by one (`atomic_write_json`)."""
+    atomic_write_json(output, prov_data(store, loop_ids, fmt=fmt))

@@ -37,10 +37,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import StoreError
-from ralph.files import AIWG_DIR, atomic_write_json, atomic_write_text
+from ralph.files import AIWG_DIR, atomic_write_json, write_atomically
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore, record_problems
 from ralph.reading import MB, Unreadable, parse_json, read_bounded, read_json_bounded
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     pass
@@ -323,7 +324,10 @@ def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incomin
 
 
 def comparable(data: Any) -> str:
-    """The record's meaning, for equality: a local obsolete mark does not make it different."""
+    """The record's meaning, for equality: a local obsolete mark does not make it different,
+    and it is compared as it is written (redacted), so a record holding a secret equals the
+    copy an earlier import of it wrote."""
+    data = redact_data(data)
     if isinstance(data, dict) and isinstance(data.get("ralph"), dict):
         data = {**data, "ralph": {k: v for k, v in data["ralph"].items() if k != "obsolete"}}
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
@@ -443,8 +447,9 @@ def export_records(
     zip_path: Path | None = None,
     folder: Path | None = None,
 ) -> list[tuple[str, int]]:
-    """Copy the record files of `loop_ids` (default: every loop with records), byte for byte,
-    as `<loop>/NNN.json` into a new `.zip` or a folder. Returns (loop, records) per loop."""
+    """Copy the record files of `loop_ids` (default: every loop with records) as
+    `<loop>/NNN.json` into a new `.zip` or a folder: byte for byte, or redacted (`exported`).
+    Returns (loop, records) per loop."""
     if (zip_path is None) == (folder is None):
         raise StoreError("export needs one destination", hint="--zip FILE or --dir DIR")
     store.require()
@@ -468,7 +473,8 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            atomic_write_text(folder / name, _local_text(path))
+            text = exported(_local(path)).decode("utf-8", errors="replace")
+            write_atomically(folder / name, text)
     return counts
 
 
@@ -480,11 +486,18 @@ def _local(path: Path) -> bytes:
         raise StoreError(f"{path}: {exc}; not exported") from None
 
 
-def _local_text(path: Path) -> str:
+def exported(raw: bytes) -> bytes:
+    """A record file's bytes as they leave ralph: as they are, or, when a string in it holds a
+    secret (a record written elsewhere, or before a rule was added), the record with its strings
+    redacted one by one (redacting the text could cut through JSON syntax)."""
     try:
-        return _local(path).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise StoreError(f"{path}: not UTF-8: {exc.reason}; not exported") from None
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return redact(raw.decode("utf-8", errors="replace")).encode("utf-8")
+    safe = redact_data(data)
+    if safe == data:
+        return raw
+    return (json.dumps(safe, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
@@ -500,7 +513,7 @@ def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                archive.writestr(info, _local(path))
+                archive.writestr(info, exported(_local(path)))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
