@@ -1,0 +1,78 @@
+"""An attempt that breaks what worked shows as harm: its reward below the baseline's, and its
+line, record and commit message say how much it broke (`3 → 12 failing, 9 new`)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from ralph.cli.live import PlainReporter
+from ralph.config import CheckSpec
+from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.records import CheckResult, Diagnostic, Metrics
+
+from .fakes.loop import Step, fake_evaluator, make_loop
+
+TESTS = [f"tests/test_lib.py::test_{n}" for n in range(20)]
+
+
+class CountedTests:
+    """A pytest-like check whose first N of 20 tests fail, N read from `failing.txt`."""
+
+    def __init__(self) -> None:
+        self.spec = CheckSpec("tests", "fake-tests", "pytest")
+
+    def tool(self) -> str:
+        return "sh"
+
+    def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        count = int((cwd / "failing.txt").read_text())
+        errors = [
+            Diagnostic("test_failure", f"{t} failed", file="tests/test_lib.py", rule=t)
+            for t in TESTS[:count]
+        ]
+        return CheckOutcome(
+            self.spec,
+            CheckResult("tests", "fail" if errors else "pass", 1 if errors else 0),
+            errors,
+            Metrics(20 - count, count, 20),
+            score=(20 - count) / 20,
+            passed_tests=set(TESTS[count:]),
+        )
+
+
+def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path) -> None:
+    plan = {1: Step(write={"failing.txt": "12"}), 2: Step(write={"failing.txt": "0"})}
+    loop = make_loop(tmp_path, plan, evaluator=fake_evaluator(CountedTests()), max_iterations=2)
+    (tmp_path / "failing.txt").write_text("3")
+    loop.start()
+    state = loop.state()
+    assert state.baseline is not None
+    first = loop.reporter.records[0]
+    assert first.ralph is not None and first.ralph.regressions == 9
+    assert 0 <= first.reward < state.baseline.reward  # not 0.00 against 0.00
+    assert first.performance_delta is not None
+    assert first.performance_delta.reward_change is not None
+    assert first.performance_delta.reward_change < 0
+    # the commit says what broke, and its reward change is negative
+    message = loop.workspace.messages[1]  # [0] is the loop's start
+    subject, body = message.split("\n", 1)
+    assert subject.endswith("iteration 1 — tests fail: 3 → 12 failing, 9 new")
+    change = round(first.reward - state.baseline.reward, 2)
+    assert f"Reward: {first.reward:.2f} ({change:+.2f} from the baseline's" in body
+    assert change < 0
+    # the terminal line: the harm, and the broken tests listed before the baseline's failures
+    out = io.StringIO()
+    PlainReporter(out).evaluated(1, loop.reporter.evaluations[1])
+    lines = out.getvalue().splitlines()
+    assert "iteration 1: reward" in lines[0] and "worse: 3 → 12 failing, 9 new" in lines[0]
+    assert "test_3 failed" in lines[1]  # the first broken test, not the baseline's test_0
+    # a clean success says nothing of harm
+    assert "failing" not in loop.workspace.messages[2].split("\n", 1)[0]
+    assert state.status == "completed"
