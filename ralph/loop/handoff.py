@@ -2,8 +2,8 @@
 
 Both are implicit feedback (memory/feedback.py): applying a loop that succeeded counts as
 accepted (a failed loop's work is applied only when asked for by `--iteration N` or `--force`,
-and never counts); pruning the branch of a loop that was neither applied nor merged counts as not taken. A person's
-explicit `ralph feedback` always wins over either.
+and never counts); pruning the branch of a loop that was neither applied nor merged counts as
+not taken. A person's explicit `ralph feedback` always wins over either.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ first), negative when worse, wrapped for git.
 from __future__ import annotations
 
 import textwrap
-
 from typing import TYPE_CHECKING
 
 from ralph.ids import short_id
