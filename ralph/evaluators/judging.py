@@ -339,9 +339,9 @@ def _judge_tests(
     # only tests that passed before can regress when they are known; else any new failure (a
     # loop from before roles stored no tests: judged as it was then)
     legacy = base.kind != "tests"
-    share = None if legacy or passed_before == set() else _kept(regressions, passed_before)
+    held = None if legacy or passed_before == set() else _kept(regressions, passed_before)
     remaining = kept + unheard
-    return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score, share)
+    return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score, held)
 
 
 def _kept(regressions: Sequence[Diagnostic], worked: set[str] | None) -> float:

@@ -78,8 +78,8 @@ def apply_loop(
         raise PreflightError(
             f"loop {loop_id} did not succeed ({why}): its best iteration {chosen}{reward} "
             "still fails its checks",
-            hint=f"review it (git diff {git.base_commit[:12]} {commit[:12]}); apply it anyway "
-            f"with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
+            hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
+            f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
     if commit == git.base_commit:
         raise StoreError(
