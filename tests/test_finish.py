@@ -120,6 +120,31 @@ def test_the_step_summary_and_status_carry_the_branch(
     assert f"branch `{summary['branch']}` from `main`, best commit `{best[:12]}`" in markdown
 
 
+def test_the_summary_status_and_json_list_the_files_a_loop_changed(
+    ralph: RunCli, repo: Path
+) -> None:
+    agent = repo.parent / "agent.sh"
+    agent.write_text(
+        "#!/bin/sh\nprintf 'One more line.\\n' >> README.md\n"
+        "printf '\\000\\001' > logo.bin\nsed -i 's/a - b/a + b/' calc.py\n"
+    )  # the README and a binary file beside the fix
+    summary = run_loop(ralph, repo)
+    assert summary["status"] == "completed"
+    expected = [
+        {"path": "README.md", "added": 1, "removed": 0},
+        {"path": "calc.py", "added": 1, "removed": 1},
+        {"path": "logo.bin", "added": None, "removed": None},
+    ]
+    assert summary["changed_files"] == expected  # ralph's own .aiwg/ is no change
+    text = "changed: 3 files: README.md +1 -0, calc.py +1 -1, logo.bin (binary)"
+    assert text in str(summary["_err"])
+    loop_id = str(summary["loop_id"])
+    status = json.loads(ralph("status", loop_id, "--json", cwd=repo).out)
+    assert status["changed_files"] == expected
+    shown = ralph("status", loop_id, cwd=repo).out
+    assert "changed     3 files: README.md +1 -0, calc.py +1 -1, logo.bin (binary)" in shown
+
+
 # -- apply ----------------------------------------------------------------------------------------
 
 

@@ -140,6 +140,11 @@ class PlainReporter:
         )
         if result.message:
             self.line(result.message)
+        if result.iterations:
+            from ralph.cli.views import changed_text
+            from ralph.loop.result import files_json
+
+            self.line(f"changed: {changed_text(files_json(result.changed_files))}")
         for text in next_steps(result) if self.next_steps else []:
             self.block(text)
         write_step_summary(result)
@@ -336,11 +341,12 @@ def next_steps(result: LoopResult) -> list[str]:
     assert best is not None
     switch = "" if result.worktree else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
+    force = "" if result.status == "completed" else " --force  (it still fails its checks)"
     return [
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
         f"review  git diff {base}...{shown}",
-        f"apply   {switch}ralph apply {result.loop_id}",
+        f"apply   {switch}ralph apply {result.loop_id}{force}",
         f"        (or git merge --squash {shown})",
         drop,
     ]

@@ -397,6 +397,7 @@ class LoopRunner:
             message,
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             regressions=last.counts()["regressions"] if last is not None else 0,
+            store=self.store,
         )
         self.reporter.loop_finished(result)
         return result
