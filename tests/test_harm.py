@@ -6,12 +6,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from ralph.analyze.report import write_csv
+from ralph.analyze.stats import analyze
+from ralph.cli.analyze_view import curve
 from ralph.cli.live import PlainReporter
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.records import CheckResult, Diagnostic, Metrics
 
-from .fakes.loop import Step, fake_evaluator, make_loop
+from .fakes.loop import Loop, Step, fake_evaluator, make_loop
 
 TESTS = [f"tests/test_lib.py::test_{n}" for n in range(20)]
 
@@ -47,11 +50,17 @@ class CountedTests:
         )
 
 
-def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path) -> None:
+def harmful_loop(root: Path) -> Loop:
+    """Baseline: 3 of 20 tests fail; attempt 1 breaks 9 more; attempt 2 fixes everything."""
     plan = {1: Step(write={"failing.txt": "12"}), 2: Step(write={"failing.txt": "0"})}
-    loop = make_loop(tmp_path, plan, evaluator=fake_evaluator(CountedTests()), max_iterations=2)
-    (tmp_path / "failing.txt").write_text("3")
+    loop = make_loop(root, plan, evaluator=fake_evaluator(CountedTests()), max_iterations=2)
+    (root / "failing.txt").write_text("3")
     loop.start()
+    return loop
+
+
+def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path) -> None:
+    loop = harmful_loop(tmp_path)
     state = loop.state()
     assert state.baseline is not None
     first = loop.reporter.records[0]
@@ -76,3 +85,17 @@ def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path)
     # a clean success says nothing of harm
     assert "failing" not in loop.workspace.messages[2].split("\n", 1)[0]
     assert state.status == "completed"
+
+
+def test_analyze_shows_the_dip_and_marks_the_harm(tmp_path: Path) -> None:
+    loop = harmful_loop(tmp_path)
+    (analysed,) = analyze(loop.store).loops
+    base, harmed, green = analysed.rewards
+    assert harmed < base < green == 1.0  # the learning curve dips below the baseline
+    assert [r.regressions for r in analysed.records] == [9, 0]
+    drawn = curve(analysed).plain
+    assert "✕" in drawn and "broke what worked before" in drawn
+    out = io.StringIO()
+    write_csv(analyze(loop.store), out)
+    rows = out.getvalue().splitlines()
+    assert rows[0].endswith(",regressions") and rows[2].endswith(",9")
