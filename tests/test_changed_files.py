@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph.cli.views import changed_text
+from ralph.cli.live import changed_text
 from ralph.loop.batch import BatchTask, Entry
 from ralph.loop.result import loop_status
 from ralph.memory.store import MemoryStore

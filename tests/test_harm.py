@@ -20,7 +20,8 @@ TESTS = [f"tests/test_lib.py::test_{n}" for n in range(20)]
 
 
 class CountedTests:
-    """A pytest-like check whose first N of 20 tests fail, N read from `failing.txt`."""
+    """A pytest-like check of 20 tests: `failing.txt` holds N (the first N fail) or the failing
+    tests' numbers, comma-separated."""
 
     def __init__(self) -> None:
         self.spec = CheckSpec("tests", "fake-tests", "pytest")
@@ -35,10 +36,12 @@ class CountedTests:
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        count = int((cwd / "failing.txt").read_text())
+        text = (cwd / "failing.txt").read_text().strip()
+        failing = [TESTS[int(n)] for n in text.split(",")] if "," in text else TESTS[: int(text)]
+        count = len(failing)
         errors = [
             Diagnostic("test_failure", f"{t} failed", file="tests/test_lib.py", rule=t)
-            for t in TESTS[:count]
+            for t in failing
         ]
         return CheckOutcome(
             self.spec,
@@ -46,7 +49,7 @@ class CountedTests:
             errors,
             Metrics(20 - count, count, 20),
             score=(20 - count) / 20,
-            passed_tests=set(TESTS[count:]),
+            passed_tests=set(TESTS) - set(failing),
         )
 
 
@@ -82,6 +85,7 @@ def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path)
     lines = out.getvalue().splitlines()
     assert "iteration 1: reward" in lines[0] and "worse: 3 → 12 failing, 9 new" in lines[0]
     assert "test_3 failed" in lines[1]  # the first broken test, not the baseline's test_0
+    assert loop.reporter.noted("iteration 1 broke what worked before: restored the code")
     # a clean success says nothing of harm
     assert "failing" not in loop.workspace.messages[2].split("\n", 1)[0]
     assert state.status == "completed"
@@ -99,3 +103,27 @@ def test_analyze_shows_the_dip_and_marks_the_harm(tmp_path: Path) -> None:
     write_csv(analyze(loop.store), out)
     rows = out.getvalue().splitlines()
     assert rows[0].endswith(",regressions") and rows[2].endswith(",9")
+
+
+def test_an_attempt_that_fixed_more_while_breaking_some_is_kept_to_repair(tmp_path: Path) -> None:
+    """Below the baseline, yet not reverted: it fixed a target, so the next attempt starts from
+    its tree and repairs the two tests it broke (rollback.py)."""
+    found: list[str] = []
+
+    def look(workdir: Path) -> None:
+        found.append((workdir / "failing.txt").read_text())
+
+    plan = {
+        1: Step(write={"failing.txt": "1,2,3,4"}),
+        2: Step(write={"failing.txt": "0"}, before=look),
+    }
+    loop = make_loop(tmp_path, plan, evaluator=fake_evaluator(CountedTests()), max_iterations=2)
+    (tmp_path / "failing.txt").write_text("3")
+    loop.start()
+    state = loop.state()
+    first = loop.reporter.records[0]
+    assert first.ralph is not None and (first.ralph.fixed, first.ralph.regressions) == (1, 2)
+    assert state.baseline is not None and first.reward < state.baseline.reward
+    assert not loop.reporter.noted("restored the code")
+    assert found == ["1,2,3,4"]  # attempt 2 started from attempt 1's tree
+    assert state.status == "completed"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter
+from ralph.cli.live import PlainReporter, changed_text
 from ralph.glyphs import clip, sparkline
 from ralph.loop.batch import BatchView
 
@@ -38,8 +38,6 @@ class PlainView:
         """Plain lines are written as events happen."""
 
     def end(self, entries: list[Entry]) -> None:
-        from ralph.cli.views import changed_text
-
         for entry in entries:
             if entry.changes_read:
                 changed = changed_text(entry.changed_files)
@@ -86,8 +84,6 @@ class LiveView(PlainView):
         from rich.text import Text
 
         table = Table(box=box.SIMPLE_HEAD, title="ralph batch", title_justify="left")
-        from ralph.cli.views import changed_text
-
         for column in ("task", "loop", "status", "iter", "best", "rewards", "changed"):
             table.add_column(column, overflow="fold" if column == "loop" else "ellipsis")
         for entry in self.entries:

@@ -61,6 +61,24 @@ def shown_errors(evaluation: Evaluation, limit: int = 3) -> list[Diagnostic]:
     return (broken + rest)[:limit]
 
 
+def changed_text(files: list[dict[str, Any]] | None, limit: int = 8) -> str:
+    """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
+    (the `changed_files` of `--json`)."""
+    if files is None:
+        return "unknown (its best commit is gone)"
+    if not files:
+        return "nothing"
+
+    def one(f: dict[str, Any]) -> str:
+        if f["added"] is None or f["removed"] is None:
+            return f"{f['path']} (binary)"
+        return f"{f['path']} +{f['added']} -{f['removed']}"
+
+    shown = ", ".join(one(f) for f in files[:limit])
+    more = f", … {len(files) - limit} more" if len(files) > limit else ""
+    return f"{len(files)} file{'' if len(files) == 1 else 's'}: {shown}{more}"
+
+
 def _status_of(outcome: CheckOutcome) -> str:
     """The colour key: a guard that held is green, whatever its findings from before."""
     v = outcome.verdict
@@ -141,7 +159,6 @@ class PlainReporter:
         if result.message:
             self.line(result.message)
         if result.iterations:
-            from ralph.cli.views import changed_text
             from ralph.loop.result import files_json
 
             self.line(f"changed: {changed_text(files_json(result.changed_files))}")

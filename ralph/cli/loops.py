@@ -388,7 +388,7 @@ def status(
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
     if info["iteration"]:
-        from ralph.cli.views import changed_text
+        from ralph.cli.live import changed_text
 
         changed = changed_text(info["changed_files"])
         out.print(f"  changed     {changed}", markup=False, soft_wrap=True)

@@ -48,24 +48,6 @@ def emit_table(console: Console, title: str, columns: list[str], rows: list[list
     console.print(table)
 
 
-def changed_text(files: list[dict[str, Any]] | None, limit: int = 8) -> str:
-    """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
-    (the `changed_files` of `--json`)."""
-    if files is None:
-        return "unknown (its best commit is gone)"
-    if not files:
-        return "nothing"
-
-    def one(f: dict[str, Any]) -> str:
-        if f["added"] is None or f["removed"] is None:
-            return f"{f['path']} (binary)"
-        return f"{f['path']} +{f['added']} -{f['removed']}"
-
-    shown = ", ".join(one(f) for f in files[:limit])
-    more = f", … {len(files) - limit} more" if len(files) > limit else ""
-    return f"{len(files)} file{'' if len(files) == 1 else 's'}: {shown}{more}"
-
-
 def _reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 

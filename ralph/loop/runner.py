@@ -365,7 +365,7 @@ class LoopRunner:
         """Start the next attempt from the best tree when the last one fell below it."""
         if self.settings.no_rollback or not self.records:
             return
-        rollback = rollback_after(self.records[-1], state)
+        rollback = rollback_after(self.records[-1], state, self.records)
         if rollback is None:
             return
         from ralph.loop.prompts import reverted_view
