@@ -304,7 +304,8 @@ class LoopRunner:
         )
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(iteration_message(record, state.baseline))
+        before = state.baseline.error_count if state.baseline else None
+        sha = self.parts.workspace.commit_iteration(iteration_message(record, before))
         name_commit(record, sha, on_branch=state.git is not None)
         commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
         self.store.write_record(record)

@@ -9,13 +9,9 @@ first), negative when worse, wrapped for git.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
 
 from ralph.ids import short_id
 from ralph.records import IterationRecord
-
-if TYPE_CHECKING:
-    from ralph.memory.state import BaselineSummary
 
 BODY_WIDTH = 72
 ROOT_CAUSE_CHARS = 600
@@ -44,18 +40,19 @@ def harm_text(before: int, now: int, new: int) -> str:
     return f"{before} → {now} failing, {new} new"
 
 
-def record_harm(record: IterationRecord, baseline: BaselineSummary | None) -> str | None:
-    """`harm_text` of a record against the loop's baseline; None when it broke nothing."""
+def record_harm(record: IterationRecord, baseline_errors: int | None) -> str | None:
+    """`harm_text` of a record against the baseline's error count; None when it broke
+    nothing."""
     new = record.ralph.regressions if record.ralph else None
-    if not new or baseline is None:
+    if not new or baseline_errors is None:
         return None
-    return harm_text(baseline.error_count, record.error_count, new)
+    return harm_text(baseline_errors, record.error_count, new)
 
 
-def iteration_message(record: IterationRecord, baseline: BaselineSummary | None = None) -> str:
-    """The commit message of `record`; with the loop's `baseline`, what the attempt broke."""
+def iteration_message(record: IterationRecord, baseline_errors: int | None = None) -> str:
+    """The commit message of `record`; with the baseline's error count, what it broke."""
     status = checks_status(record)
-    harm = record_harm(record, baseline)
+    harm = record_harm(record, baseline_errors)
     if harm:
         status = f"{status}: {harm}"
     subject = f"ralph({short_id(record.loop_id)}): iteration {record.iteration} — {status}"
