@@ -29,12 +29,14 @@ def test_without_git_the_records_say_what_changed(tmp_path: Path) -> None:
     assert result.to_json()["changed_files"] == changed
 
 
-def test_numstat_binary_files_have_no_counts() -> None:
-    out = "3\t1\tREADME.md\x00-\t-\tlogo.png\x0010\t0\tsrc/a b.py\x00"
+def test_numstat_binary_files_have_no_counts_and_names_are_text() -> None:
+    bad = b"notes-\xff.txt".decode("utf-8", "surrogateescape")  # as git's output is read
+    out = f"3\t1\tREADME.md\x00-\t-\tlogo.png\x0010\t0\tsrc/a b.py\x001\t0\t{bad}\x00"
     assert parse_numstat(out) == [
         ChangedFile("README.md", 3, 1),
         ChangedFile("logo.png", None, None),
         ChangedFile("src/a b.py", 10, 0),
+        ChangedFile("notes-\ufffd.txt", 1, 0),  # printable, and JSON can hold it
     ]
 
 

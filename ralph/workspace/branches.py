@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.errors import PreflightError
-from ralph.workspace.base import name_some
+from ralph.workspace.base import name_some, shown
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
 
@@ -36,7 +36,8 @@ NOT_CHANGES = (":(exclude,glob).aiwg/**", ":(exclude,glob)**/.aiwg/**")
 
 
 def parse_numstat(out: str) -> list[ChangedFile]:
-    """`git diff --numstat -z --no-renames` as files: `-` counts (a binary file) are None."""
+    """`git diff --numstat -z --no-renames` as files: `-` counts (a binary file) are None; a
+    name that is not UTF-8 shown with U+FFFD (`shown`), so JSON and a terminal can take it."""
     files = []
     for item in out.split("\0"):
         added, removed, path = ([*item.split("\t", 2), "", ""])[:3]
@@ -44,7 +45,7 @@ def parse_numstat(out: str) -> list[ChangedFile]:
             continue
         files.append(
             ChangedFile(
-                path,
+                shown(path),
                 int(added) if added.isdigit() else None,
                 int(removed) if removed.isdigit() else None,
             )
