@@ -38,6 +38,7 @@ class IterationFacts:
     improved: bool | None
     actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
+    regressions: int | None = None  # what worked before the loop and broke in this attempt
 
 
 @dataclass(slots=True)
@@ -172,7 +173,12 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         len(lessons) if isinstance(lessons, list) else 0,
         improved if isinstance(improved, bool) else None,
         **trace_facts(ext.get("trace")),
+        regressions=_regressions(ext.get("regressions")),
     )
+
+
+def _regressions(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 def state_facts(data: Any) -> StateFacts:

@@ -401,6 +401,11 @@ def status(
         out.print(f"  branch      {info['branch']}{best}", markup=False)
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
+    if info["iteration"]:
+        from ralph.cli.live import changed_text
+
+        changed = changed_text(info["changed_files"])
+        out.print(f"  changed     {changed}", markup=False, soft_wrap=True)
     if info["stop_reason"]:
         out.print(f"  stopped     {info['stop_reason']}", markup=False)
 

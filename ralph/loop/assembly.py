@@ -138,6 +138,7 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             EXIT_ABORTED,
             ABORTED_MESSAGE,
             reflections_dir=str(store.reflections_dir(loop_id)),
+            store=store,
         )
         reporter.loop_finished(result)
         return result

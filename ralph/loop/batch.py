@@ -195,6 +195,8 @@ class Entry:
     stop_reason: str | None = None
     branch: str | None = None
     worktree: str | None = None
+    changed_files: list[dict[str, Any]] | None = None  # read once the loop has finished
+    changes_read: bool = False
 
     def env(self) -> dict[str, str]:
         """Variables the loop's process gets on top of ralph's own environment."""
@@ -232,6 +234,10 @@ class Entry:
         self.branch = state.git.branch if state.git else None
         self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
+        if self.status in ("completed", "failed", "aborted") and not self.changes_read:
+            from ralph.loop.result import changed_files, files_json
+
+            self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
         return moved
 
     def to_json(self) -> dict[str, Any]:
@@ -246,6 +252,7 @@ class Entry:
             "iterations": self.iteration,
             "best_reward": self.best_reward,
             "reward_history": self.rewards,
+            "changed_files": self.changed_files,
             "exit_code": self.exit_code,
             "error": self.error,
         }

@@ -308,7 +308,8 @@ class LoopRunner:
         )
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(iteration_message(record))
+        before = state.baseline.error_count if state.baseline else None
+        sha = self.parts.workspace.commit_iteration(iteration_message(record, before))
         name_commit(record, sha, on_branch=state.git is not None)
         commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
         self.store.write_record(record)
@@ -369,7 +370,7 @@ class LoopRunner:
         """Start the next attempt from the best tree when the last one fell below it."""
         if self.settings.no_rollback or not self.records:
             return
-        rollback = rollback_after(self.records[-1], state)
+        rollback = rollback_after(self.records[-1], state, self.records)
         if rollback is None:
             return
         from ralph.loop.prompts import reverted_view
@@ -401,6 +402,7 @@ class LoopRunner:
             message,
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             regressions=last.counts()["regressions"] if last is not None else 0,
+            store=self.store,
         )
         self.reporter.loop_finished(result)
         return result
