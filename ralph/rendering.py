@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.segment import Segment
 
 
 def to_data(obj: Any) -> Any:
@@ -75,3 +76,11 @@ def lines(*texts: str) -> Iterator[Any]:
 
     for text in texts:
         yield Text(text)
+
+
+def whole(text: str) -> Segment:
+    """A line rich never wraps nor cuts (printed through `cli/common.show`): the terminal
+    wraps it, so a command in it copies whole."""
+    from rich.segment import Segment
+
+    return Segment(text + "\n")

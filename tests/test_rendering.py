@@ -160,3 +160,26 @@ def test_a_validation_counts_and_exits_1_when_a_file_is_invalid() -> None:
         "1 valid, 1 invalid (2 files)",
     ]
     assert bad.exit_code == 1 and Validation([Path("a.json")]).exit_code == 0
+
+
+def test_a_doctor_diagnosis_prints_ok_then_its_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    diagnosis = Diagnosis.of([Row("git", "repository", "dirty", "a.py", False, "commit")])
+    show(diagnosis, as_json=True)
+    finding = {"area": "git", "name": "repository", "status": "dirty", "ok": False}
+    expected = {**finding, "detail": "a.py", "hint": "commit"}
+    assert (
+        capsys.readouterr().out
+        == json.dumps({"ok": False, "findings": [expected]}, indent=2) + "\n"
+    )
+
+
+def test_a_hint_to_copy_is_never_wrapped_by_rich_on_a_terminal() -> None:
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD " * 2
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=40, color_system=None)
+    console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
+    assert f"check -: {hint}" in out.getvalue().splitlines()

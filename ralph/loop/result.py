@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ralph.errors import EXIT_ABORTED, RalphError
-from ralph.rendering import lines, to_data
+from ralph.rendering import lines, to_data, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -213,11 +213,11 @@ class LoopStatus:
             shown.append(f"  branch      {self.branch}{commit}")
         if self.worktree:
             shown.append(f"  worktree    {self.worktree}")
-        if self.iteration:
-            shown.append(f"  changed     {changed_text(files_json(self.changed_files))}")
-        if self.stop_reason:
-            shown.append(f"  stopped     {self.stop_reason}")
         yield from lines(*shown)
+        if self.iteration:
+            yield whole(f"  changed     {changed_text(files_json(self.changed_files))}")
+        if self.stop_reason:
+            yield from lines(f"  stopped     {self.stop_reason}")
 
     def spent(self) -> str:
         """Tokens and money so far; `none yet` before anything was counted (as the live

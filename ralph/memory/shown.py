@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.errors import StoreError
 from ralph.glyphs import first_line
 from ralph.ids import validate_loop_id
-from ralph.rendering import reward_text
+from ralph.rendering import reward_text, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -103,7 +103,7 @@ class ShownRecord:
         if self.trace:
             yield Text(self.trace)
         if self.feedback is not None:
-            yield Text(self.feedback)
+            yield whole(self.feedback)
         if self.usage is not None:
             yield _usage_line(self.usage, dim=console.is_terminal)
 
