@@ -183,3 +183,28 @@ def test_a_hint_to_copy_is_never_wrapped_by_rich_on_a_terminal() -> None:
     console = Console(file=out, force_terminal=True, width=40, color_system=None)
     console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
     assert f"check -: {hint}" in out.getvalue().splitlines()
+
+
+def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> None:
+    from ralph.loop.handoff import Pruned, PruneItem
+
+    item = PruneItem("ralph-1", "failed", "2026-01-01", branch="ralph/1", branch_commit="c" * 40)
+    pruned = Pruned(False, [item], Path("/m/reflections"))
+    assert drawn(pruned).splitlines() == [
+        f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
+        "1 loop(s) pruned; their records stay in /m/reflections",
+    ]
+    assert list(to_data(pruned)) == ["dry_run", "loops"]
+    assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"
+
+
+def test_an_apply_with_conflicts_names_them_and_how_to_undo() -> None:
+    from ralph.loop.handoff import ApplyOutcome
+
+    done = ApplyOutcome("ralph-1", 2, "d" * 40, "ralph/1", ["a.py"], ["a.py"], accepted=False)
+    assert drawn(done).splitlines() == [
+        f"applied iteration 2 of ralph-1 ({'d' * 12}): 1 file, staged, not committed",
+        "  a.py",
+        "conflicts in a.py: resolve them and commit, or undo with `git reset --merge`",
+    ]
+    assert to_data(done)["conflicts"] == ["a.py"]
