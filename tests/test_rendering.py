@@ -208,3 +208,11 @@ def test_an_apply_with_conflicts_names_them_and_how_to_undo() -> None:
         "conflicts in a.py: resolve them and commit, or undo with `git reset --merge`",
     ]
     assert to_data(done)["conflicts"] == ["a.py"]
+
+
+def test_an_import_report_draws_its_lines_as_written() -> None:
+    from ralph.memory.transfer import ImportReport
+
+    report = ImportReport(dry_run=True, added=[("ralph-1", 1, "ci/[red]run")])
+    assert drawn(report, terminal=True, width=30).splitlines() == report.lines()
+    assert report.lines()[0] == "would add ralph-1#1 (from ci/[red]run)"

@@ -172,9 +172,7 @@ def reflections_import(
     if as_json:
         print_json(report.to_json())
     else:
-        out = console()
-        for line in report.lines():
-            out.print(line, markup=False, soft_wrap=True)
+        show(report)
     raise typer.Exit(1 if report.invalid or report.conflicts or report.skipped else 0)
 
 
