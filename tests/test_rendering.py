@@ -25,7 +25,8 @@ from tests.fakes.loop import record
 
 def drawn(result: Any, *, terminal: bool = False, width: int = 200) -> str:
     out = io.StringIO()
-    Console(file=out, force_terminal=terminal, width=width, color_system=None).print(result)
+    console = Console(file=out, force_terminal=terminal, width=width, color_system=None)
+    console.print(result, crop=False)  # as cli/common.show prints
     return out.getvalue()
 
 
