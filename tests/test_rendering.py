@@ -217,3 +217,18 @@ def test_an_import_report_draws_its_lines_as_written() -> None:
     report = ImportReport(dry_run=True, added=[("ralph-1", 1, "ci/[red]run")])
     assert drawn(report, terminal=True, width=30).splitlines() == report.lines()
     assert report.lines()[0] == "would add ralph-1#1 (from ci/[red]run)"
+
+
+def test_search_hits_show_relevance_against_the_best_and_say_when_none_match() -> None:
+    from ralph.memory.listing import SearchResults
+    from ralph.memory.search import Hit
+
+    def hit(n: int, score: float) -> Hit:
+        return Hit(f"ralph-{n}", 1, score, "t", None, 0.5, False, n == 2, "I failed.", "cause")
+
+    lines = drawn(SearchResults("date", [hit(1, 2.0), hit(2, 1.0)])).splitlines()
+    assert lines[1:] == [
+        "100%\tralph-1#1\t-\t0.50\t0/0\tcause",
+        "50%\tralph-2#1\t-\t0.50\t0/0\t[obsolete] cause",
+    ]
+    assert drawn(SearchResults("date", [])) == "no reflection matches 'date'\n"

@@ -1,5 +1,6 @@
-"""The memory's commands that are not results of their own: the search listing, a stored
-prompt, the obsolete mark, and the table and date options several commands share."""
+"""The memory's commands that are not results of their own: search (its index and progress
+bar; the hits draw themselves, `memory/listing.SearchResults`), a stored prompt, the obsolete
+mark, and the date options several commands share."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import ConfigError, StoreError
-from ralph.glyphs import first_line
 from ralph.ids import validate_loop_id
-from ralph.rendering import Rows, reward_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,11 +20,6 @@ def _print_json(data: Any) -> None:
     from ralph.cli.common import print_json
 
     print_json(data)
-
-
-def emit_table(console: Console, title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """A rich table on a terminal; tab-separated lines (header first) for pipes and CI."""
-    console.print(Rows(title, columns, rows), crop=False)
 
 
 def stored_prompt(store: MemoryStore, loop_id: str, iteration: int | None) -> str:
@@ -65,6 +59,7 @@ def search_reflections(
     limit: int = 10,
 ) -> None:
     from ralph.cli.live import progress_bar
+    from ralph.memory.listing import SearchResults
     from ralph.memory.search import SearchIndex
     from ralph.records import FAILURE_CATEGORIES
 
@@ -88,24 +83,7 @@ def search_reflections(
     if as_json:
         _print_json([hit.to_json() for hit in hits])
         return
-    if not hits:
-        console.print(f"no reflection matches {query!r}", markup=False)
-        return
-    top = hits[0].score or 1.0  # BM25 scores mean little alone: show them against the best
-    cells = [
-        [
-            f"{hit.score / top:.0%}",
-            f"{hit.loop_id}#{hit.iteration}",
-            str(hit.category or ("passed" if hit.passed else "-")),
-            reward_text(hit.confidence),
-            f"{hit.retrieved}/{hit.helped}",
-            # the root cause first: it says what differs, not "My attempt did not ..."
-            ("[obsolete] " if hit.obsolete else "") + first_line(hit.root_cause or hit.summary, 80),
-        ]
-        for hit in hits
-    ]
-    columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
-    emit_table(console, f"search: {query}", columns, cells)
+    console.print(SearchResults(query, hits), crop=False)
 
 
 def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> datetime | None:

@@ -17,6 +17,7 @@ from ralph.rendering import Rows, lines, reward_text
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from ralph.memory.search import Hit
     from ralph.memory.store import MemoryStore
 
 
@@ -152,3 +153,33 @@ def list_iterations(store: MemoryStore, loop_id: str) -> IterationList:
             )
         )
     return IterationList(loop_id, rows)
+
+
+class SearchResults(list["Hit"]):
+    """`ralph reflections search`: the reflections that match, the best first (the JSON form
+    is each hit's `to_json`, its score rounded)."""
+
+    def __init__(self, query: str, hits: list[Hit]) -> None:
+        super().__init__(hits)
+        self.query = query
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self:
+            yield from lines(f"no reflection matches {self.query!r}")
+            return
+        top = self[0].score or 1.0  # BM25 scores mean little alone: show them against the best
+        cells = [
+            [
+                f"{hit.score / top:.0%}",
+                f"{hit.loop_id}#{hit.iteration}",
+                str(hit.category or ("passed" if hit.passed else "-")),
+                reward_text(hit.confidence),
+                f"{hit.retrieved}/{hit.helped}",
+                # the root cause first: it says what differs, not "My attempt did not ..."
+                ("[obsolete] " if hit.obsolete else "")
+                + first_line(hit.root_cause or hit.summary, 80),
+            ]
+            for hit in self
+        ]
+        columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
+        yield Rows(f"search: {self.query}", columns, cells)
