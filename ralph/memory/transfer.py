@@ -42,9 +42,10 @@ from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore, record_problems
 from ralph.reading import MB, Unreadable, parse_json, read_bounded, read_json_bounded
 from ralph.redact import redact, redact_data
+from ralph.rendering import whole
 
 if TYPE_CHECKING:
-    pass
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 MAX_IMPORT_RECORDS = 100_000  # record files in one import
 MAX_IMPORT_BYTES = 256 * MB  # their total size, inflated: the import holds them until it writes
@@ -105,8 +106,11 @@ class ImportReport:
     def changed(self) -> bool:
         return bool(self.added) or any(c.new for c in self.conflicts)
 
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from (whole(line) for line in self.lines())
+
     def lines(self) -> list[str]:
-        """What the import did, as the CLI prints it: one line per change and per problem, then
+        """What the import did, as it is shown: one line per change and per problem, then
         the totals."""
         lines: list[str] = []
         verb = "would add" if self.dry_run else "added"
