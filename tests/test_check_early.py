@@ -27,6 +27,8 @@ SLOW = "echo $$ > pid; sleep 60; echo late > late"
 def make_repo(path: Path, command: str) -> Path:
     path.mkdir()
     subprocess.run(["git", "init", "-q", str(path)], check=True)
+    # the probes' side files: ignored, else ralph would put back what the checks wrote
+    (path / ".gitignore").write_text("runs\npid\nlate\n")
     (path / ".aiwg" / "ralph").mkdir(parents=True)
     checks = [{"name": "probe", "command": command}]
     (path / ".aiwg" / "ralph" / "config.yaml").write_text(json.dumps({"checks": checks}))

@@ -75,7 +75,10 @@ class PytestCheck(CommandCheck):
         fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)
-        option = f"--junitxml={shlex.quote(str(junit))}"
+        # `--color=no` after the ini's `addopts` and PYTEST_ADDOPTS, so it wins over theirs;
+        # the cache (`--lf`) in ralph's scratch folder, not the user's tree
+        cache = shlex.quote(f"cache_dir={folder / 'pytest-cache'}")
+        option = f"--junitxml={shlex.quote(str(junit))} --color=no -o {cache}"
         command = insert_after(self.spec.command, PYTEST, option)
         env: dict[str, str] = {}
         if command is None:  # pytest behind a wrapper: hand it the option through the env

@@ -1,0 +1,369 @@
+"""The tree before and after an evaluation: a check that wrote to it is found and undone.
+
+Checks are run read-only (ruff `--no-fix`, caches in ralph's scratch folder), but a project's
+configuration or a shell check can still write: a `fix = true` deleted a user's uncommitted
+line once. So every evaluation (`CheckSuite.run_checks`) takes the tree's fingerprint first and
+compares after; whatever changed is put back byte for byte and named.
+
+In git, the tree (tracked and untracked-not-ignored files, the user's uncommitted edits
+included, ralph's memory left out) is written as a tree object through a private index with
+`git add -A`: incremental, git re-hashes only files whose stat (size, mtime, ctime, inode,
+mode) changed since the last evaluation, and keeps exactly the bytes needed to put a file
+back. The index and the objects it adds live in ralph's scratch folder (`.aiwg/ralph/tmp/
+tree-guard/`, the repository's own objects read as alternates), so the user's index and
+object store are untouched. Content filters and end-of-line conversion are off (`git
+--attr-source` of the empty tree, git 2.40 or later; with an older git a file under an `eol`
+or filter attribute is put back as git would check it out). Git records a file's executable
+bit, not its other mode bits; empty directories a check created are left.
+
+Without git the tree is walked (the snapshot workspace's skipped folders left out): (path,
+size, mtime_ns, ctime_ns, mode) per file, and the bytes of files up to `KEPT_FILE_BYTES`, kept
+in memory across evaluations and read again only when a file's stat changed, `KEPT_TOTAL_BYTES`
+at most: a larger file is found changed but not put back, and said so.
+
+Cost (bench/evaluator.py and a 5,000-file tree, in the docstring of `CheckSuite.run_checks`'s
+caller: docs/architecture.md): four git processes per evaluation, ~10 ms on the benchmark's
+project, ~25 ms on 5,000 files once warm; the first evaluation of a tree hashes it (~0.3 s for
+5,000 files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ralph import process
+from ralph.files import AIWG_DIR
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+STORE_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older store is dropped and built again
+GIT_TIMEOUT = 300.0
+KEPT_FILE_BYTES = 1 << 20
+KEPT_TOTAL_BYTES = 64 << 20
+SKIP_NAMES = frozenset(
+    {".git", ".aiwg", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
+    | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
+GIT_OPTIONS = (
+    "-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.fileMode=true",
+    "-c", "core.symlinks=true", "-c", "core.splitIndex=false", "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false", "-c", "gc.auto=0", "-c", "core.quotePath=false",
+)  # fmt: skip
+
+
+@dataclass
+class TreeChange:
+    """What an evaluation changed in the tree, and whether it was put back."""
+
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    written_ns: dict[str, int] = field(default_factory=dict)  # mtime of what was found written
+    not_restored: list[str] = field(default_factory=list)
+
+    def paths(self) -> list[str]:
+        return sorted({*self.created, *self.modified, *self.deleted})
+
+    @property
+    def restored(self) -> bool:
+        return not self.not_restored
+
+
+class Taken(Protocol):
+    def verify(self) -> TreeChange | None:
+        """Compare with the tree now; put back what changed (None: nothing did)."""
+        ...
+
+
+class TreeGuard:
+    """Fingerprints a tree before an evaluation; `Taken.verify` compares and restores after."""
+
+    def __init__(self) -> None:
+        self._repos: dict[Path, _Repo | None] = {}
+        self._kept: dict[str, tuple[tuple[int, ...], bytes]] = {}  # without git: path -> bytes
+
+    def take(self, cwd: Path) -> Taken | None:
+        """The fingerprint of `cwd`'s tree; None when it cannot be taken (then nothing is
+        verified: the evaluation itself must not fail for the guard's sake)."""
+        key = cwd.resolve()
+        if key not in self._repos:
+            self._repos[key] = _Repo.find(key)
+        repo = self._repos[key]
+        try:
+            if repo is not None:
+                return _GitTaken.take(repo)
+            return _WalkTaken.take(key, self._kept)
+        except (OSError, GuardError):
+            return None
+
+
+class GuardError(Exception):
+    pass
+
+
+# -- in git -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Repo:
+    top: Path
+    objects: Path
+    attr_source: bool = True  # `git --attr-source` understood (git 2.40+)
+    memory: Path | None = None  # the memory's root, asked of git once
+
+    @classmethod
+    def find(cls, cwd: Path) -> _Repo | None:
+        res = process.run(
+            ["git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-path",
+             "objects"],
+            cwd=cwd, wall_timeout=GIT_TIMEOUT,
+        )  # fmt: skip
+        lines = res.stdout.splitlines()
+        if res.exit_code != 0 or len(lines) < 2:
+            return None
+        return cls(Path(lines[0]), Path(lines[1]))
+
+    def store(self) -> Path:
+        """`.aiwg/ralph/tmp/tree-guard/<tree>/` of the memory: the private index and objects."""
+        from ralph.files import private_tmp
+        from ralph.workspace.locate import memory_root
+
+        if self.memory is None:
+            self.memory = memory_root(self.top)
+        name = hashlib.sha256(str(self.top).encode()).hexdigest()[:16]
+        folder = private_tmp(self.memory) / "tree-guard" / name
+        index = folder / "index"
+        with contextlib.suppress(OSError):
+            if time.time() - index.stat().st_mtime > STORE_MAX_AGE:
+                shutil.rmtree(folder, ignore_errors=True)
+        (folder / "objects").mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def git(self, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+        attrs = ("--attr-source", EMPTY_TREE) if self.attr_source else ()
+        res = process.run(
+            ["git", *attrs, *GIT_OPTIONS, *args],
+            cwd=self.top, env=env, stdin=stdin, wall_timeout=GIT_TIMEOUT, clean=False,
+        )  # fmt: skip
+        if res.exit_code != 0 and self.attr_source and "attr-source" in res.stderr:
+            self.attr_source = False  # an older git: filters apply (module docstring)
+            return self.git(env, *args, stdin=stdin)
+        if res.exit_code != 0:
+            raise GuardError(f"git {args[0]}: {res.stderr.strip()[:200]}")
+        return res.stdout
+
+
+@dataclass
+class _GitTaken:
+    repo: _Repo
+    store: Path
+    env: dict[str, str]
+    tree: str
+
+    @classmethod
+    def take(cls, repo: _Repo) -> _GitTaken:
+        store = repo.store()
+        fd, index = tempfile.mkstemp(prefix="index-", dir=store)
+        os.close(fd)
+        os.unlink(index)  # git wants no file or a valid index
+        if (store / "index").exists():  # its stat cache: only what changed since is hashed
+            shutil.copy2(store / "index", index)  # with its mtime: git's racy-entry rule
+        env = {
+            "GIT_INDEX_FILE": index,
+            "GIT_OBJECT_DIRECTORY": str(store / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.objects),
+            "GIT_LITERAL_PATHSPECS": "0",
+        }
+        try:
+            tree = _stage(repo, env)
+        except GuardError:  # the store may name objects the repository lost: start afresh
+            Path(index).unlink(missing_ok=True)
+            shutil.rmtree(store, ignore_errors=True)
+            (store / "objects").mkdir(parents=True, exist_ok=True)
+            tree = _stage(repo, env)
+        return cls(repo, store, env, tree)
+
+    def verify(self) -> TreeChange | None:
+        try:
+            return self._verify()
+        except (GuardError, OSError):  # git failed: the evaluation stands unverified
+            return None
+        finally:
+            index = self.env["GIT_INDEX_FILE"]
+            with contextlib.suppress(OSError):
+                os.replace(index, self.store / "index")
+
+    def _verify(self) -> TreeChange | None:
+        now = _stage(self.repo, self.env)
+        if now == self.tree:
+            return None
+        change = self._changes(now)
+        self._restore(change)
+        if _stage(self.repo, self.env) != self.tree:
+            change.not_restored = change.paths()
+        return change
+
+    def _changes(self, now: str) -> TreeChange:
+        out = self.repo.git(self.env, "diff-tree", "-r", "-z", "--no-renames", self.tree, now)
+        fields = out.split("\0")
+        change = TreeChange()
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            kind = meta.rsplit(" ", 1)[-1]
+            {"A": change.created, "D": change.deleted}.get(kind, change.modified).append(path)
+            if kind != "D":
+                with contextlib.suppress(OSError):
+                    change.written_ns[path] = os.lstat(self.repo.top / path).st_mtime_ns
+        return change
+
+    def _restore(self, change: TreeChange) -> None:
+        for path in change.created:
+            with contextlib.suppress(FileNotFoundError):
+                (self.repo.top / path).unlink()
+        back = change.modified + change.deleted
+        if not back:
+            return
+        fd, index = tempfile.mkstemp(prefix="restore-", dir=self.store)
+        os.close(fd)
+        os.unlink(index)
+        env = {**self.env, "GIT_INDEX_FILE": index}
+        try:
+            self.repo.git(env, "read-tree", self.tree)
+            for path in change.modified:  # a directory in a file's place is not ours to remove
+                full = self.repo.top / path
+                if full.is_symlink() or full.is_file():
+                    full.unlink()
+            self.repo.git(env, "checkout-index", "-f", "-z", "--stdin", stdin="\0".join(back))
+        finally:
+            Path(index).unlink(missing_ok=True)
+
+
+def _stage(repo: _Repo, env: dict[str, str]) -> str:
+    """The tree as it is now, outside ralph's memory, written through the private index."""
+    exclude = f":(exclude){AIWG_DIR.as_posix()}"
+    repo.git(env, "add", "-A", "--", ".", exclude)
+    return repo.git(env, "write-tree").strip()
+
+
+# -- without git ------------------------------------------------------------------------------
+
+Stat = tuple[int, ...]
+
+
+@dataclass
+class _WalkTaken:
+    root: Path
+    files: dict[str, Stat]
+    kept: dict[str, tuple[Stat, bytes]]
+
+    @classmethod
+    def take(cls, root: Path, kept: dict[str, tuple[Stat, bytes]]) -> _WalkTaken:
+        files = dict(_walk(root))
+        budget = KEPT_TOTAL_BYTES
+        for path in list(kept):
+            if path not in files:
+                del kept[path]
+        for path, st in files.items():
+            size = st[0]
+            if size > KEPT_FILE_BYTES or size > budget:
+                kept.pop(path, None)
+                continue
+            if path not in kept or kept[path][0] != st:
+                with contextlib.suppress(OSError):
+                    kept[path] = (st, _read(root / path, st))
+            if path in kept:
+                budget -= size
+        return cls(root, files, kept)
+
+    def verify(self) -> TreeChange | None:
+        now = dict(_walk(self.root))
+        change = TreeChange()
+        for path in sorted(self.files.keys() | now.keys()):
+            old, new = self.files.get(path), now.get(path)
+            if old == new:
+                continue
+            if old is None:
+                change.created.append(path)
+            elif new is None:
+                change.deleted.append(path)
+            elif self._same(path, old, new):
+                continue
+            else:
+                change.modified.append(path)
+            if new is not None:
+                change.written_ns[path] = new[1]
+        if not change.paths():
+            return None
+        self._restore(change)
+        return change
+
+    def _same(self, path: str, old: Stat, new: Stat) -> bool:
+        """Touched (or its ctime moved) but the same bytes and mode: not a change."""
+        kept = self.kept.get(path)
+        if kept is None or kept[0] != old or old[3] != new[3]:
+            return False
+        try:
+            return _read(self.root / path, new) == kept[1]
+        except OSError:
+            return False
+
+    def _restore(self, change: TreeChange) -> None:
+        for path in change.created:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / path).unlink()
+        for path in change.modified + change.deleted:
+            kept = self.kept.get(path)
+            if kept is None or kept[0] != self.files[path]:
+                change.not_restored.append(path)
+                continue
+            try:
+                _put_back(self.root / path, kept[1], kept[0][3])
+            except OSError:
+                change.not_restored.append(path)
+
+
+def _walk(root: Path) -> Iterable[tuple[str, Stat]]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_NAMES]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            rel = Path(os.path.relpath(full, root)).as_posix()
+            yield rel, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def _read(path: Path, st: Stat) -> bytes:
+    if stat.S_ISLNK(st[3]):
+        return os.readlink(path).encode("utf-8", "surrogateescape")
+    return path.read_bytes()
+
+
+def _put_back(path: Path, data: bytes, mode: int) -> None:
+    """`data` at `path` with `mode` (a symlink's target when the mode says so), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if stat.S_ISLNK(mode):
+            os.close(fd)
+            os.unlink(tmp)
+            os.symlink(data.decode("utf-8", "surrogateescape"), tmp)
+        else:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, stat.S_IMODE(mode))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
