@@ -2,9 +2,10 @@
 
 Actors and checks both run here. Each command gets its own process group so a timeout or Ctrl-C
 kills its children and grandchildren too; whatever the command leaves running in its group after
-it exits is killed as well. Output is captured with a size cap (head and tail kept), cleaned of terminal escapes (colour
-codes of a `--color=yes` in a project's pytest `addopts`, titles, screen clears: escapes.py) and
-redacted, here, so every check, actor, agent parser and the live view get clean text.
+it exits is killed as well. Output is captured with a size cap (head and tail kept), cleaned of
+terminal escapes (colour codes of a `--color=yes` in a project's pytest `addopts`, titles,
+screen clears: escapes.py) and redacted, here, so every check, actor, agent parser and the
+live view get clean text.
 """
 
 from __future__ import annotations

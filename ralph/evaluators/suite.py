@@ -329,7 +329,8 @@ def blame_writers(
         if outcome.spec.name not in suspects:
             continue
         outcome.result = replace(outcome.result, status="error")
-        outcome.errors.insert(0, Diagnostic(type="runtime_error", message=message, severity="error"))
+        diagnostic = Diagnostic(type="runtime_error", message=message, severity="error")
+        outcome.errors.insert(0, diagnostic)
         outcome.score = 0.0
         outcome.changed_files = paths
 
