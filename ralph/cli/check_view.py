@@ -39,6 +39,9 @@ def render_check_report(evaluation: Evaluation, console: Console) -> None:
         console.print(f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}")
     if len(errors) > SHOWN_DIAGNOSTICS:
         console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
+    wrote = next((o for o in evaluation.outcomes if o.changed_files), None)
+    if wrote is not None:  # the diagnostic says which check and which files
+        console.print(f"[yellow]{escape(first_line(wrote.errors[0].message))}[/]")
     verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
     console.print(f"reward {evaluation.reward:.2f}  {verdict}")
 

@@ -83,6 +83,21 @@ class JudgeCheck:
     def tool(self) -> str:
         return "sh"  # no program to find: the model is asked when the check runs
 
+    def preflight(self) -> None:
+        """A judge needs a model: its own (`model:`, whose provider and key are checked here)
+        or the loop's reflector's (`bind`, before the preflight). Found out before an agent
+        is paid for, not at the first attempt's evaluation."""
+        if self.spec.model:
+            self._client()
+            return
+        if self.client is None:
+            from ralph.errors import PreflightError
+
+            raise PreflightError(
+                f"check {self.spec.name!r} is a judge with no model to ask",
+                hint="set `model: PROVIDER:MODEL` on the check, or --reflector PROVIDER:MODEL",
+            )
+
     def bind(self, *, task: str, client: ChatClient | None, base_commit: str | None) -> None:
         """What only the loop knows: the task, the reflector's model, where the work began."""
         self.task = task

@@ -136,6 +136,10 @@ class CheckSuite:
             if problem is not None:
                 message, package = problem
                 raise PreflightError(message, hint=f"pip install {package} {DROP_HINT}")
+        for check in self.checks:  # what else a check needs (a judge: its model)
+            own = getattr(check, "preflight", None)
+            if own is not None:
+                own()
 
     def evaluate(
         self,
