@@ -183,6 +183,8 @@ def ralph_command() -> list[str]:
 def drop_mypy_cache(root: Path, cold: bool) -> None:
     if cold:
         shutil.rmtree(root / ".mypy_cache", ignore_errors=True)
+        # ralph's checks keep mypy's cache in its scratch folder, not the tree
+        shutil.rmtree(root / ".aiwg" / "ralph" / "tmp" / "mypy-cache", ignore_errors=True)
 
 
 def time_alone(root: Path, cold: bool) -> dict[str, float]:

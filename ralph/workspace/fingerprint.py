@@ -30,11 +30,9 @@ project, ~25 ms on 5,000 files once warm; the first evaluation of a tree hashes 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import itertools
 import os
-import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -139,12 +137,14 @@ class _Repo:
 
         if self.memory is None:
             self.memory = memory_root(self.top)
-        name = hashlib.sha256(str(self.top).encode()).hexdigest()[:16]
+        import binascii  # not hashlib: ~9 ms of import on `ralph check`'s way to its checks
+
+        name = f"{self.top.name}-{binascii.crc32(os.fsencode(self.top)):08x}"
         folder = private_tmp(self.memory) / "tree-guard" / name
         index = folder / "index"
         with contextlib.suppress(OSError):
             if time.time() - index.stat().st_mtime > STORE_MAX_AGE:
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove(folder)
         (folder / "objects").mkdir(parents=True, exist_ok=True)
         return folder
 
@@ -172,11 +172,9 @@ class _GitTaken:
     @classmethod
     def take(cls, repo: _Repo) -> _GitTaken:
         store = repo.store()
-        fd, index = tempfile.mkstemp(prefix="index-", dir=store)
-        os.close(fd)
-        os.unlink(index)  # git wants no file or a valid index
-        if (store / "index").exists():  # its stat cache: only what changed since is hashed
-            shutil.copy2(store / "index", index)  # with its mtime: git's racy-entry rule
+        index = _private_name(store, "index")
+        with contextlib.suppress(FileNotFoundError):  # its stat cache: only changes are hashed
+            _copy_with_mtime(store / "index", Path(index))  # the mtime: git's racy-entry rule
         env = {
             "GIT_INDEX_FILE": index,
             "GIT_OBJECT_DIRECTORY": str(store / "objects"),
@@ -187,7 +185,7 @@ class _GitTaken:
             tree = _stage(repo, env)
         except GuardError:  # the store may name objects the repository lost: start afresh
             Path(index).unlink(missing_ok=True)
-            shutil.rmtree(store, ignore_errors=True)
+            _remove(store)
             (store / "objects").mkdir(parents=True, exist_ok=True)
             tree = _stage(repo, env)
         return cls(repo, store, env, tree)
@@ -231,9 +229,7 @@ class _GitTaken:
         back = change.modified + change.deleted
         if not back:
             return
-        fd, index = tempfile.mkstemp(prefix="restore-", dir=self.store)
-        os.close(fd)
-        os.unlink(index)
+        index = _private_name(self.store, "restore")
         env = {**self.env, "GIT_INDEX_FILE": index}
         try:
             self.repo.git(env, "read-tree", self.tree)
@@ -244,6 +240,27 @@ class _GitTaken:
             self.repo.git(env, "checkout-index", "-f", "-z", "--stdin", stdin="\0".join(back))
         finally:
             Path(index).unlink(missing_ok=True)
+
+
+_names = itertools.count()
+
+
+def _private_name(folder: Path, prefix: str) -> str:
+    """A path in `folder` no other evaluation uses (git wants no file there, or an index)."""
+    return str(folder / f"{prefix}-{os.getpid()}-{next(_names)}")
+
+
+def _copy_with_mtime(source: Path, target: Path) -> None:
+    data = source.read_bytes()
+    st = source.stat()
+    target.write_bytes(data)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _remove(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _stage(repo: _Repo, env: dict[str, str]) -> str:
@@ -351,6 +368,8 @@ def _read(path: Path, st: Stat) -> bytes:
 
 def _put_back(path: Path, data: bytes, mode: int) -> None:
     """`data` at `path` with `mode` (a symlink's target when the mode says so), atomically."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
