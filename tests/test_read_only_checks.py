@@ -116,6 +116,10 @@ def test_a_check_that_writes_is_an_error_and_the_tree_is_put_back(
     assert result.code == 1
     assert tree(root) == before  # content and mode, the deleted files back, the new one gone
     assert not (root / "made.py").exists()
+    # what was found written is kept (it could have been the user, saving while checks ran)
+    kept = root / ".aiwg" / "ralph" / "tmp" / "tree-guard" / "displaced"
+    (found,) = kept.glob("*/app.py")
+    assert found.read_text().endswith("x\n") and (found.parent / "made.py").read_text() == "new\n"
     said = " ".join(result.out.split())  # as one line, however the terminal wrapped it
     assert (
         "check 'sh' changed files in the tree: app.py, gone.py, made.py, untracked.txt (put back)"

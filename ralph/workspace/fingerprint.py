@@ -16,6 +16,10 @@ object store are untouched. Content filters and end-of-line conversion are off (
 or filter attribute is put back as git would check it out). Git records a file's executable
 bit, not its other mode bits; empty directories a check created are left.
 
+What was found written is copied to `.aiwg/ralph/tmp/tree-guard/displaced/<time>/` before it
+is put back: a person saving a file while the checks run looks like a check writing it, and
+their edit must not be lost.
+
 Without git the tree is walked (the snapshot workspace's skipped folders left out): (path,
 size, mtime_ns, ctime_ns, mode) per file, and the bytes of files up to `KEPT_FILE_BYTES`, kept
 in memory across evaluations and read again only when a file's stat changed, `KEPT_TOTAL_BYTES`
@@ -67,6 +71,7 @@ class TreeChange:
     deleted: list[str] = field(default_factory=list)
     written_ns: dict[str, int] = field(default_factory=dict)  # mtime of what was found written
     not_restored: list[str] = field(default_factory=list)
+    displaced: Path | None = None  # where copies of what was found written were kept
 
     def paths(self) -> list[str]:
         return sorted({*self.created, *self.modified, *self.deleted})
@@ -201,8 +206,10 @@ class _GitTaken:
                 os.replace(index, self.store / "index")
 
     def _verify(self) -> TreeChange | None:
-        now = _stage(self.repo, self.env)
-        if now == self.tree:
+        if not _add(self.repo, self.env):  # nothing re-added: nothing changed
+            return None
+        now = _write_tree(self.repo, self.env)
+        if now == self.tree:  # touched, or changed and changed back
             return None
         change = self._changes(now)
         self._restore(change)
@@ -223,6 +230,8 @@ class _GitTaken:
         return change
 
     def _restore(self, change: TreeChange) -> None:
+        with contextlib.suppress(OSError):
+            keep_displaced(self.repo.top, change, self.store.parent / "displaced")
         for path in change.created:
             with contextlib.suppress(FileNotFoundError):
                 (self.repo.top / path).unlink()
@@ -240,6 +249,21 @@ class _GitTaken:
             self.repo.git(env, "checkout-index", "-f", "-z", "--stdin", stdin="\0".join(back))
         finally:
             Path(index).unlink(missing_ok=True)
+
+
+def keep_displaced(root: Path, change: TreeChange, folder: Path) -> None:
+    """Copies of what was found written, before it is put back, in `folder/<time>/`: the
+    writer may have been a person editing while the checks ran, whose edit must not be lost."""
+    import shutil
+
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{next(_names)}"
+    for path in change.created + change.modified:
+        source = root / path
+        if source.is_file() or source.is_symlink():
+            target = folder / stamp / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+    change.displaced = folder / stamp
 
 
 _names = itertools.count()
@@ -265,8 +289,18 @@ def _remove(folder: Path) -> None:
 
 def _stage(repo: _Repo, env: dict[str, str]) -> str:
     """The tree as it is now, outside ralph's memory, written through the private index."""
+    _add(repo, env)
+    return _write_tree(repo, env)
+
+
+def _add(repo: _Repo, env: dict[str, str]) -> bool:
+    """`git add -A` into the private index; whether it added or removed anything (a file
+    whose stat changed is re-read, so an unchanged stat means unchanged bytes)."""
     exclude = f":(exclude){AIWG_DIR.as_posix()}"
-    repo.git(env, "add", "-A", "--", ".", exclude)
+    return bool(repo.git(env, "add", "-A", "--verbose", "--", ".", exclude).strip())
+
+
+def _write_tree(repo: _Repo, env: dict[str, str]) -> str:
     return repo.git(env, "write-tree").strip()
 
 
@@ -333,6 +367,12 @@ class _WalkTaken:
             return False
 
     def _restore(self, change: TreeChange) -> None:
+        from ralph.files import private_tmp
+        from ralph.workspace.locate import memory_root
+
+        with contextlib.suppress(OSError):
+            folder = private_tmp(memory_root(self.root)) / "tree-guard" / "displaced"
+            keep_displaced(self.root, change, folder)
         for path in change.created:
             with contextlib.suppress(FileNotFoundError):
                 (self.root / path).unlink()
