@@ -250,3 +250,30 @@ def test_ralph_run_with_a_judge_and_no_model_exits_2(tmp_path: Path, ralph: RunC
     assert result.code == 2, result.out + result.err
     assert "judge with no model" in result.err
     assert not fake_agent.exists()
+
+
+def test_ralph_doctor_only_looks(tmp_path: Path, ralph: RunCli) -> None:
+    root = project(tmp_path / "p", [{"name": "tests", "command": "true"}])
+    before = tree(root)
+    writer = 'sh -c "echo x >> app.py; rm gone.py"'
+    result = ralph("doctor", "-a", "cmd:true", "--check", writer, "--json", cwd=root)
+    assert tree(root) == before
+    found = {(f["area"], f["name"]): f for f in json.loads(result.out)["findings"]}
+    assert found["check", "sh"]["status"].startswith("error")
+
+
+def test_a_loop_puts_back_what_a_check_wrote_at_every_evaluation(tmp_path: Path) -> None:
+    writer = make_check(CheckSpec("stamp", "echo stamped >> calc.py", "shell"), timeout=60, cap=0)
+    suite = fake_evaluator(FakeTests(), writer)
+    loop = make_loop(tmp_path / "p", {1: write("full")}, evaluator=suite, git=False)
+    loop.start()
+    assert "stamped" not in (tmp_path / "p" / "calc.py").read_text()  # the actor's version
+    records = [json.loads(p.read_text()) for p in (tmp_path / "p").rglob("reflections/*/*.json")]
+    assert records
+    for record in records:  # (the in-process tests check ran at the same time: maybe named)
+        (message,) = {
+            e["message"]
+            for e in record["evaluator_output"]["errors"]
+            if "changed files in the tree" in e["message"]
+        }
+        assert "'stamp'" in message and message.endswith("tree: calc.py (put back)")

@@ -296,7 +296,9 @@ def _run_one(
     return outcome
 
 
-WRITE_SLACK_NS = 50_000_000  # a file's mtime may lag the clock by a tick
+# A file's mtime is the kernel's coarse clock: up to a tick (1-10 ms) behind the time of the
+# write, never after it. So a write inside a check's run has an mtime in [start - tick, end].
+TICK_NS = 20_000_000
 FILES_NAMED = 10
 
 
@@ -314,7 +316,7 @@ def blame_writers(
         running = {
             name
             for name, (start, end) in windows.items()
-            if written is not None and start - WRITE_SLACK_NS <= written <= end + WRITE_SLACK_NS
+            if written is not None and start - TICK_NS <= written <= end
         }
         suspects |= running or set(everyone)
     names = [n for n in everyone if n in suspects]
