@@ -277,3 +277,23 @@ def test_a_loop_puts_back_what_a_check_wrote_at_every_evaluation(tmp_path: Path)
             if "changed files in the tree" in e["message"]
         }
         assert "'stamp'" in message and message.endswith("tree: calc.py (put back)")
+
+
+def test_pytest_with_its_cache_plugin_off_under_strict_config_still_runs(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\naddopts = -p no:cacheprovider --strict-config --color=yes\n"
+    )
+    (tmp_path / "test_a.py").write_text("def test_a():\n    assert 1 == 2\n")
+    check = make_check(CheckSpec("tests", f"{PY} -m pytest -q", "pytest"), timeout=120, cap=50_000)
+    outcome = check.run(tmp_path)
+    assert outcome.result.status == "fail"
+    assert [e.rule for e in outcome.errors] == ["test_a.py::test_a"]
+    assert "\x1b" not in (outcome.result.stdout or "")
+
+
+def test_pytest_keeps_its_cache_in_ralphs_scratch_folder(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("def test_a():\n    assert 1 == 2\n")
+    check = make_check(CheckSpec("tests", f"{PY} -m pytest -q", "pytest"), timeout=120, cap=50_000)
+    assert check.run(tmp_path).result.status == "fail"
+    assert not (tmp_path / ".pytest_cache").exists()
+    assert (tmp_path / ".aiwg" / "ralph" / "tmp" / "pytest-cache").is_dir()

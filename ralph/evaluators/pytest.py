@@ -47,6 +47,7 @@ SECTION = re.compile(r"^_{3,} ERROR collecting (?P<path>\S+) _{3,}$", re.MULTILI
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<id>\S+)(?: - (?P<msg>.*))?$", re.MULTILINE)
 SUMMARY_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+UNKNOWN_CACHE_DIR = "Unknown config option: cache_dir"
 
 
 @dataclass
@@ -75,17 +76,11 @@ class PytestCheck(CommandCheck):
         fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)
-        # `--color=no` after the ini's `addopts` and PYTEST_ADDOPTS, so it wins over theirs;
-        # the cache (`--lf`) in ralph's scratch folder, not the user's tree
-        cache = shlex.quote(f"cache_dir={folder / 'pytest-cache'}")
-        option = f"--junitxml={shlex.quote(str(junit))} --color=no -o {cache}"
-        command = insert_after(self.spec.command, PYTEST, option)
-        env: dict[str, str] = {}
-        if command is None:  # pytest behind a wrapper: hand it the option through the env
-            command = self.spec.command
-            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
         try:
-            res = self.execute(command, cwd, env=env, on_output=on_output)
+            res, env = self._attempt(cwd, junit, folder / "pytest-cache", on_output)
+            if res.exit_code == 4 and UNKNOWN_CACHE_DIR in res.stdout + res.stderr:
+                # the cache plugin is off (`-p no:cacheprovider`) under `--strict-config`
+                res, env = self._attempt(cwd, junit, None, on_output)
             xml_text = junit.read_text("utf-8", errors="replace")
         finally:
             with contextlib.suppress(OSError):
@@ -93,6 +88,22 @@ class PytestCheck(CommandCheck):
         if res.timed_out:
             return timed_out(self.spec, res, self.timeout)
         return self.judge_report(res, xml_text, cwd, {**os.environ, **env})
+
+    def _attempt(
+        self, cwd: Path, junit: Path, cache: Path | None, on_output: OutputCallback | None
+    ) -> tuple[ProcessResult, dict[str, str]]:
+        """One run with the JUnit report, `--color=no` after the ini's `addopts` and
+        PYTEST_ADDOPTS (so it wins over theirs) and the cache (`--lf`) in `cache`, ralph's
+        scratch folder, not the user's tree."""
+        option = f"--junitxml={shlex.quote(str(junit))} --color=no"
+        if cache is not None:
+            option += f" -o {shlex.quote(f'cache_dir={cache}')}"
+        command = insert_after(self.spec.command, PYTEST, option)
+        env: dict[str, str] = {}
+        if command is None:  # pytest behind a wrapper: hand it the option through the env
+            command = self.spec.command
+            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
+        return self.execute(command, cwd, env=env, on_output=on_output), env
 
     def judge_report(
         self, res: ProcessResult, xml_text: str, cwd: Path, environ: dict[str, str]
