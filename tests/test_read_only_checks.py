@@ -169,6 +169,10 @@ def test_ruff_runs_without_fixing_and_format_only_checks() -> None:
     assert check.command_for(Path(".")) == (
         "ruff check --no-fix --output-format json src && echo done"
     )
+    chained = RuffCheck(CheckSpec("ruff", "ruff check --fix . && tool --fix x", "ruff"))
+    assert chained.command_for(Path(".")) == (
+        "ruff check --no-fix --output-format json . && tool --fix x"
+    )
     fmt = RuffCheck(CheckSpec("fmt", "ruff format src", "ruff"))
     assert fmt.command_for(Path(".")) == "ruff format --check src"
     diff = RuffCheck(CheckSpec("fmt", "ruff format --diff src", "ruff"))

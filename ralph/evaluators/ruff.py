@@ -26,6 +26,7 @@ from ralph.records import Diagnostic, Metrics, Severity
 RUFF_CHECK = re.compile(r"(?:^|(?<=[\s/]))ruff\s+check(?=\s|$)")
 RUFF_FORMAT = re.compile(r"(?:^|(?<=[\s/]))ruff\s+format(?=\s|$)")
 USER_FIX = re.compile(r"\s--fix(?:-only)?(?=\s|$)")  # `--no-fix` goes first: a later --fix wins
+SEGMENT_END = re.compile(r"&&|\|\||[;|&\n]")
 FORMAT_READ_ONLY = re.compile(r"\s--(?:check|diff)(?=\s|$)")
 USER_FORMAT = re.compile(r"\s--output-format(?:=|\s+)\S+")  # ruff rejects the option twice
 # `ruff format --check`: "Would reformat: PATH" in older ruff, a diagnostic per file in newer.
@@ -49,8 +50,13 @@ class RuffCheck(DiagnosticsCheck):
         """ruff as a reader only: `check` with `--no-fix` (a project's `fix = true` would
         rewrite the user's files), `format` with `--check` (never formatting the tree)."""
         command = self.spec.command
-        if RUFF_CHECK.search(command):
-            stripped = USER_FIX.sub("", USER_FORMAT.sub("", command))
+        match = RUFF_CHECK.search(command)
+        if match is not None:
+            # ruff's own arguments only: a `--fix` of the next command in `a && b` is not ruff's
+            end = SEGMENT_END.search(command, match.end())
+            cut = end.start() if end is not None else len(command)
+            own = USER_FIX.sub("", USER_FORMAT.sub("", command[match.end() : cut]))
+            stripped = command[: match.end()] + own + command[cut:]
             flags = "--no-fix --output-format json"
             command = insert_after(stripped, RUFF_CHECK, flags) or command
         elif RUFF_FORMAT.search(command) and not FORMAT_READ_ONLY.search(command):
