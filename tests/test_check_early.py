@@ -232,3 +232,16 @@ def test_ctrl_c_while_the_early_checks_run_stops_them_and_says_so(tmp_path: Path
     assert proc.returncode == 130
     assert err == "ralph: interrupted\n"
     assert all(gone(pid) for pid in pids)
+
+
+def test_an_early_check_that_writes_is_put_back_and_reported(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "echo x >> tracked.txt; touch made.txt")
+    (repo / "tracked.txt").write_text("mine\n")
+    result = ralph_process(repo, "check", "--json")
+    assert result.returncode == 1, result.stderr
+    assert (repo / "tracked.txt").read_text() == "mine\n"
+    assert not (repo / "made.txt").exists()
+    (error, *_) = json.loads(result.stdout)["errors"]
+    assert error["message"] == (
+        "check 'probe' changed files in the tree: made.txt, tracked.txt (put back)"
+    )

@@ -264,6 +264,7 @@ def test_ralph_doctor_only_looks(tmp_path: Path, ralph: RunCli) -> None:
     assert tree(root) == before
     found = {(f["area"], f["name"]): f for f in json.loads(result.out)["findings"]}
     assert found["check", "sh"]["status"].startswith("error")
+    assert "changed files in the tree (put back)" in found["check", "sh"]["hint"]
 
 
 def test_a_loop_puts_back_what_a_check_wrote_at_every_evaluation(tmp_path: Path) -> None:
