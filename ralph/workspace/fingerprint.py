@@ -55,7 +55,7 @@ GIT_TIMEOUT = 300.0
 KEPT_FILE_BYTES = 1 << 20
 KEPT_TOTAL_BYTES = 64 << 20
 SKIP_NAMES = frozenset(
-    {".git", ".aiwg", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
+    {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
     | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )
 GIT_OPTIONS = (
@@ -391,8 +391,11 @@ class _WalkTaken:
 
 
 def _walk(root: Path) -> Iterable[tuple[str, Stat]]:
+    memory = os.path.join(root, AIWG_DIR)  # ralph's own, as `git add` leaves it out
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_NAMES]
+        dirnames[:] = [
+            d for d in dirnames if d not in SKIP_NAMES and os.path.join(dirpath, d) != memory
+        ]
         for name in filenames:
             full = os.path.join(dirpath, name)
             try:
