@@ -6,7 +6,8 @@ line once. So every evaluation (`CheckSuite.run_checks`) takes the tree's finger
 compares after; whatever changed is put back byte for byte and named.
 
 In git, the tree (tracked and untracked-not-ignored files, the user's uncommitted edits
-included, ralph's memory left out) is written as a tree object through a private index with
+included; ralph's memory, bytecode and the tool and environment folders of `SKIP_NAMES` left
+out) is written as a tree object through a private index with
 `git add -A`: incremental, git re-hashes only files whose stat (size, mtime, ctime, inode,
 mode) changed since the last evaluation, and keeps exactly the bytes needed to put a file
 back. The index and the objects it adds live in ralph's scratch folder (`.aiwg/ralph/tmp/
@@ -296,11 +297,19 @@ def _stage(repo: _Repo, env: dict[str, str]) -> str:
     return _write_tree(repo, env)
 
 
+# Left out as the walk without git leaves them out: ralph's memory, and what tools and
+# interpreters write for themselves (bytecode a test run writes is not a check writing the tree)
+EXCLUDED = (
+    f":(exclude){AIWG_DIR.as_posix()}",
+    ":(exclude,glob)**/*.py[co]",
+    *(f":(exclude,glob)**/{name}/**" for name in sorted(SKIP_NAMES - {".git"})),
+)
+
+
 def _add(repo: _Repo, env: dict[str, str]) -> bool:
     """`git add -A` into the private index; whether it added or removed anything (a file
     whose stat changed is re-read, so an unchanged stat means unchanged bytes)."""
-    exclude = f":(exclude){AIWG_DIR.as_posix()}"
-    return bool(repo.git(env, "add", "-A", "--verbose", "--", ".", exclude).strip())
+    return bool(repo.git(env, "add", "-A", "--verbose", "--", ".", *EXCLUDED).strip())
 
 
 def _write_tree(repo: _Repo, env: dict[str, str]) -> str:
