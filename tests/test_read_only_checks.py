@@ -302,3 +302,17 @@ def test_pytest_keeps_its_cache_in_ralphs_scratch_folder(tmp_path: Path) -> None
     assert check.run(tmp_path).result.status == "fail"
     assert not (tmp_path / ".pytest_cache").exists()
     assert (tmp_path / ".aiwg" / "ralph" / "tmp" / "pytest-cache").is_dir()
+
+
+def test_a_file_under_end_of_line_attributes_is_put_back_as_its_bytes(tmp_path: Path) -> None:
+    root = project(tmp_path / "p", [])
+    (root / ".gitattributes").write_text("* text=auto\n*.txt eol=lf\n")
+    (root / "notes.txt").write_bytes(b"one\r\ntwo\r\n")  # CRLF where git would check out LF
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "attributes")
+    (root / "notes.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")  # and the user's edit
+    before = tree(root)
+    writer = CheckSpec("w", "printf 'x\\n' > notes.txt; rm .gitattributes")
+    evaluation = CheckSuite([writer]).evaluate(root)
+    assert tree(root) == before
+    assert evaluation.outcomes[0].changed_files == [".gitattributes", "notes.txt"]

@@ -10,11 +10,11 @@ included; ralph's memory, bytecode and the tool and environment folders of `SKIP
 out) is written as a tree object through a private index with
 `git add -A`: incremental, git re-hashes only files whose stat (size, mtime, ctime, inode,
 mode) changed since the last evaluation, and keeps exactly the bytes needed to put a file
-back. The index and the objects it adds live in ralph's scratch folder (`.aiwg/ralph/tmp/
-tree-guard/`, the repository's own objects read as alternates), so the user's index and
-object store are untouched. Content filters and end-of-line conversion are off (`git
---attr-source` of the empty tree, git 2.40 or later; with an older git a file under an `eol`
-or filter attribute is put back as git would check it out). Git records a file's executable
+back. The index and a private git directory live in ralph's scratch folder (`.aiwg/ralph/tmp/
+tree-guard/`; the repository's objects read as alternates, its info/exclude copied), so the
+user's index, object store and config are untouched. Content filters and end-of-line
+conversion are off (the private `info/attributes`, which wins over the tree's
+.gitattributes): a file is kept and put back as its bytes. Git records a file's executable
 bit, not its other mode bits; empty directories a check created are left.
 
 What was found written is copied to `.aiwg/ralph/tmp/tree-guard/displaced/<time>/` before it
@@ -50,7 +50,7 @@ from typing import Protocol
 from ralph import process
 from ralph.files import AIWG_DIR
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+RAW_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
 STORE_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older store is dropped and built again
 GIT_TIMEOUT = 300.0
 KEPT_FILE_BYTES = 1 << 20
@@ -64,6 +64,9 @@ GIT_OPTIONS = (
     "-c", "core.symlinks=true", "-c", "core.splitIndex=false", "-c", "core.fsmonitor=false",
     "-c", "core.untrackedCache=false", "-c", "gc.auto=0", "-c", "core.quotePath=false",
 )  # fmt: skip
+
+
+Stat = tuple[int, ...]  # size, mtime_ns, ctime_ns, mode
 
 
 @dataclass
@@ -96,20 +99,20 @@ class TreeGuard:
 
     def __init__(self) -> None:
         self._repos: dict[Path, _Repo | None] = {}
-        self._kept: dict[str, tuple[tuple[int, ...], bytes]] = {}  # without git: path -> bytes
+        self._kept: dict[Path, dict[str, tuple[Stat, bytes]]] = {}  # without git: the bytes
 
     def take(self, cwd: Path) -> Taken | None:
         """The fingerprint of `cwd`'s tree; None when it cannot be taken (then nothing is
         verified: the evaluation itself must not fail for the guard's sake)."""
-        key = cwd.resolve()
-        if key not in self._repos:
-            self._repos[key] = _Repo.find(key)
-        repo = self._repos[key]
         try:
+            key = cwd.resolve()
+            if key not in self._repos:
+                self._repos[key] = _Repo.find(key)
+            repo = self._repos[key]
             if repo is not None:
                 return _GitTaken.take(repo)
-            return _WalkTaken.take(key, self._kept)
-        except (OSError, GuardError):
+            return _WalkTaken.take(key, self._kept.setdefault(key, {}))
+        except (OSError, GuardError):  # no git program, an unreadable tree, git failing
             return None
 
 
@@ -123,24 +126,27 @@ class GuardError(Exception):
 @dataclass
 class _Repo:
     top: Path
-    objects: Path
-    attr_source: bool = True  # `git --attr-source` understood (git 2.40+)
+    objects: Path  # the repository's object store, read as an alternate
+    exclude: Path  # its info/exclude, copied: what the user ignores stays out
     memory: Path | None = None  # the memory's root, asked of git once
 
     @classmethod
     def find(cls, cwd: Path) -> _Repo | None:
         res = process.run(
-            ["git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-path",
-             "objects"],
+            ["git", "rev-parse", "--path-format=absolute", "--show-toplevel",
+             "--git-path", "objects", "--git-path", "info/exclude"],
             cwd=cwd, wall_timeout=GIT_TIMEOUT,
         )  # fmt: skip
         lines = res.stdout.splitlines()
-        if res.exit_code != 0 or len(lines) < 2:
+        if res.exit_code != 0 or len(lines) < 3:
             return None
-        return cls(Path(lines[0]), Path(lines[1]))
+        return cls(Path(lines[0]), Path(lines[1]), Path(lines[2]))
 
     def store(self) -> Path:
-        """`.aiwg/ralph/tmp/tree-guard/<tree>/` of the memory: the private index and objects."""
+        """`.aiwg/ralph/tmp/tree-guard/<tree>/`: the private index, and a private git
+        directory whose objects are the repository's plus what the guard adds, and whose
+        `info/attributes` turns every filter and end-of-line conversion off (it wins over the
+        tree's .gitattributes): what is kept is the file's bytes, for every git version."""
         from ralph.files import private_tmp
         from ralph.workspace.locate import memory_root
 
@@ -150,22 +156,29 @@ class _Repo:
 
         name = f"{self.top.name}-{binascii.crc32(os.fsencode(self.top)):08x}"
         folder = private_tmp(self.memory) / "tree-guard" / name
-        index = folder / "index"
         with contextlib.suppress(OSError):
-            if time.time() - index.stat().st_mtime > STORE_MAX_AGE:
+            if time.time() - (folder / "index").stat().st_mtime > STORE_MAX_AGE:
                 _remove(folder)
-        (folder / "objects").mkdir(parents=True, exist_ok=True)
+        gitdir = folder / "git"
+        if not (gitdir / "HEAD").is_file():
+            for sub in ("objects/info", "refs", "info"):
+                (gitdir / sub).mkdir(parents=True, exist_ok=True)
+            (gitdir / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+            (gitdir / "info" / "attributes").write_text(RAW_ATTRIBUTES)
+            (gitdir / "HEAD").write_text("ref: refs/heads/tree-guard\n")
+        (gitdir / "objects" / "info" / "alternates").write_text(f"{self.objects}\n")
+        try:
+            exclude = self.exclude.read_bytes()
+        except OSError:
+            exclude = b""
+        (gitdir / "info" / "exclude").write_bytes(exclude)
         return folder
 
     def git(self, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-        attrs = ("--attr-source", EMPTY_TREE) if self.attr_source else ()
         res = process.run(
-            ["git", *attrs, *GIT_OPTIONS, *args],
+            ["git", *GIT_OPTIONS, *args],
             cwd=self.top, env=env, stdin=stdin, wall_timeout=GIT_TIMEOUT, clean=False,
         )  # fmt: skip
-        if res.exit_code != 0 and self.attr_source and "attr-source" in res.stderr:
-            self.attr_source = False  # an older git: filters apply (module docstring)
-            return self.git(env, *args, stdin=stdin)
         if res.exit_code != 0:
             raise GuardError(f"git {args[0]}: {res.stderr.strip()[:200]}")
         return res.stdout
@@ -185,9 +198,9 @@ class _GitTaken:
         with contextlib.suppress(FileNotFoundError):  # its stat cache: only changes are hashed
             _copy_with_mtime(store / "index", Path(index))  # the mtime: git's racy-entry rule
         env = {
+            "GIT_DIR": str(store / "git"),
+            "GIT_WORK_TREE": str(repo.top),
             "GIT_INDEX_FILE": index,
-            "GIT_OBJECT_DIRECTORY": str(store / "objects"),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.objects),
             "GIT_LITERAL_PATHSPECS": "0",
         }
         try:
@@ -195,7 +208,7 @@ class _GitTaken:
         except GuardError:  # the store may name objects the repository lost: start afresh
             Path(index).unlink(missing_ok=True)
             _remove(store)
-            (store / "objects").mkdir(parents=True, exist_ok=True)
+            repo.store()
             tree = _stage(repo, env)
         return cls(repo, store, env, tree)
 
@@ -317,8 +330,6 @@ def _write_tree(repo: _Repo, env: dict[str, str]) -> str:
 
 
 # -- without git ------------------------------------------------------------------------------
-
-Stat = tuple[int, ...]
 
 
 @dataclass
