@@ -162,6 +162,7 @@ class CheckSuite:
         *,
         on_output: OutputCallback | None = None,
         on_done: Callable[[CheckOutcome], None] | None = None,
+        on_started: Callable[[], None] | None = None,
     ) -> list[CheckOutcome]:
         """Every check at once, each in a thread of its own; their outcomes, not yet judged.
 
@@ -205,6 +206,8 @@ class CheckSuite:
         try:
             for worker in workers:
                 worker.start()
+            if on_started is not None:  # the fingerprint taken, the checks under way
+                on_started()
             while not all_done.wait(timeout=0.25):  # short waits: a Ctrl-C here is noticed
                 pass
         except BaseException:  # stop the tools the workers are waiting on, then re-raise

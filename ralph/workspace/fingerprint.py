@@ -128,33 +128,33 @@ class _Repo:
     top: Path
     objects: Path  # the repository's object store, read as an alternate
     exclude: Path  # its info/exclude, copied: what the user ignores stays out
-    memory: Path | None = None  # the memory's root, asked of git once
+    memory: Path  # where ralph's memory is (the main working tree's top)
 
     @classmethod
     def find(cls, cwd: Path) -> _Repo | None:
+        from ralph.workspace.locate import main_of
+
         res = process.run(
             ["git", "rev-parse", "--path-format=absolute", "--show-toplevel",
-             "--git-path", "objects", "--git-path", "info/exclude"],
+             "--git-common-dir", "--git-path", "objects", "--git-path", "info/exclude"],
             cwd=cwd, wall_timeout=GIT_TIMEOUT,
         )  # fmt: skip
         lines = res.stdout.splitlines()
-        if res.exit_code != 0 or len(lines) < 3:
+        if res.exit_code != 0 or len(lines) < 4:
             return None
-        return cls(Path(lines[0]), Path(lines[1]), Path(lines[2]))
+        top = Path(lines[0])  # the memory at the main tree's top: locate.memory_root in git
+        return cls(top, Path(lines[2]), Path(lines[3]), main_of(top, Path(lines[1])))
 
     def store(self) -> Path:
         """`.aiwg/ralph/tmp/tree-guard/<tree>/`: the private index, and a private git
         directory whose objects are the repository's plus what the guard adds, and whose
         `info/attributes` turns every filter and end-of-line conversion off (it wins over the
         tree's .gitattributes): what is kept is the file's bytes, for every git version."""
-        from ralph.files import private_tmp
-        from ralph.workspace.locate import memory_root
-
-        if self.memory is None:
-            self.memory = memory_root(self.top)
         import binascii  # not hashlib: ~9 ms of import on `ralph check`'s way to its checks
 
         name = f"{self.top.name}-{binascii.crc32(os.fsencode(self.top)):08x}"
+        from ralph.files import private_tmp
+
         folder = private_tmp(self.memory) / "tree-guard" / name
         with contextlib.suppress(OSError):
             if time.time() - (folder / "index").stat().st_mtime > STORE_MAX_AGE:
