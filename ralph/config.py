@@ -10,6 +10,7 @@ overrides both, and the environment and flags are the moment's choice.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -31,7 +32,8 @@ DURATION_KEYS = (
     "check_timeout",
     "reflector_timeout",
 )
-BOOLEAN_KEYS = ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet", "notify")
+BOOLEAN_KEYS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
+BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits")
 
 
 def validate_role(value: Any, where: str) -> Role | None:
@@ -101,7 +103,11 @@ class Settings:
     no_git: bool = False
     allow_dirty: bool = False
     no_rollback: bool = False
+    # an attempt's edits of the baseline's test files count (loop/protect.py: put back otherwise)
+    allow_test_edits: bool = False
     worktree: bool = False
+    # a shell command run in each new worktree before its baseline (`pip install -e .`)
+    worktree_setup: str | None = None
     json: bool = False
     quiet: bool = False
     notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
@@ -289,11 +295,46 @@ def read_file(path: Path, *, required: bool = False, schema: bool = True) -> dic
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = load_yaml(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read YAML: {first}") from None
     return _checked(str(path), data, schema=schema)
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load` that refuses a key given twice in one mapping (pyyaml keeps the last
+    silently, so a setting written twice would win or lose unseen): a one-line YAMLError that
+    names the key and its line. Merge keys (`<<`) may still be overridden."""
+    import yaml
+
+    return yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader: no tags that run code
+
+
+@functools.cache
+def _unique_key_loader() -> type[Any]:
+    import yaml
+
+    class DuplicateKeyError(yaml.YAMLError):
+        pass
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    if key in seen:
+                        raise DuplicateKeyError(
+                            f"duplicate key {key!r} on line {line} (first on line {seen[key]})"
+                        )
+                    seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 PYPROJECT = "pyproject.toml"
@@ -350,9 +391,14 @@ def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True)
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if key in ("actor", "reflector", "test", "lessons_before", "notify_command") or (
-            key in DURATION_KEYS and value is not None
-        ):
+        if key in (
+            "actor",
+            "reflector",
+            "test",
+            "lessons_before",
+            "notify_command",
+            "worktree_setup",
+        ) or (key in DURATION_KEYS and value is not None):
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]

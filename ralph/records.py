@@ -9,6 +9,8 @@ and are left out of the JSON, so a record read and written again is byte-for-byt
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from collections.abc import Iterable
@@ -64,12 +66,18 @@ FailureCategory = Literal[
 WindowPolicy = Literal["fifo", "recency", "relevance_weighted"]
 ReflectionSource = Literal["llm", "repaired", "heuristic", "success"]
 
+IMPORT_FAILURE = re.compile(r"\s*(?:ModuleNotFoundError|ImportError)\b")
 FAILURE_CATEGORIES: tuple[str, ...] = typing.get_args(FailureCategory)
 ERROR_TYPES: tuple[str, ...] = typing.get_args(ErrorType)
 
 
 BEST_FAILING_REWARD = 0.99  # anything that is not success scores (and shows) at most this
 DIAGNOSTICS_PER_CHECK = 50  # diagnostics a record keeps per check (338 mypy errors: 110 KB)
+# What a reader believes of a record (the schema bounds none of these): beyond, a value is a
+# corrupt or forged record's, read as unknown so that no sum, chart or date is driven by it.
+MAX_PHASE_MS = 366 * 24 * 3600 * 1000  # a phase of an attempt that took more than a year
+MAX_COST_USD = 1e9
+MAX_TOKENS = 10**15
 
 
 def utc_now() -> str:
@@ -138,6 +146,16 @@ class Diagnostic:
         if not self.file:
             return ""
         return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+    def is_import_failure(self) -> bool:
+        """A test module or conftest that could not even be imported (`ModuleNotFoundError`,
+        `ImportError` while collecting): usually the environment (a generated file, a package
+        not installed), not the code a task is about. A test that fails is never one."""
+        return (
+            self.type == "runtime_error"
+            and not self.rule
+            and bool(IMPORT_FAILURE.match(self.message))
+        )
 
 
 @dataclass
@@ -230,17 +248,28 @@ class ModelCall(NamedTuple):
     cost_usd: float | None
 
 
+MAX_TOKENS = 10**15  # a token sum saturates here: no model reads a quadrillion tokens
+MAX_COST_USD = 1e9  # a money sum saturates here: past any budget, far from float overflow
+
+
 def known_sum(counts: Iterable[int | None]) -> int | None:
-    """Token counts summed where reported; None when none was (unknown stays unknown, never 0)."""
+    """Token counts summed where reported; None when none was (unknown stays unknown, never 0).
+    The sum saturates at `MAX_TOKENS`, so an absurd count cannot grow without bound."""
     known = [n for n in counts if n is not None]
-    return sum(known) if known else None
+    return min(sum(known), MAX_TOKENS) if known else None
 
 
 def sum_costs(*parts: float | None) -> float | None:
     """The one rule for adding money: a sum with an unknown part (None) is unknown, never the
-    sum of the known parts and never 0 (README). A call that was never made is no part."""
-    known = [part for part in parts if part is not None]
-    return round(sum(known), 6) if len(known) == len(parts) else None
+    sum of the known parts and never 0 (README). A call that was never made is no part.
+
+    A part that is not a finite amount >= 0 is unknown too; the sum saturates at
+    `MAX_COST_USD` (an agent reporting $1.7e308 twice must not make the loop's total infinite,
+    which no state file can hold): such a loop has spent more than any budget, and stops."""
+    known = [part for part in parts if part is not None and math.isfinite(part) and part >= 0]
+    if len(known) != len(parts):
+        return None
+    return round(min(sum(min(part, MAX_COST_USD) for part in known), MAX_COST_USD), 6)
 
 
 @dataclass
@@ -277,6 +306,9 @@ class RalphExtension:
     # every diagnostic the checks found, when `evaluator_output.errors` keeps fewer (at most
     # DIAGNOSTICS_PER_CHECK per check, so records stay small enough to commit)
     error_count: int | None = None
+    # test files (and pytest configuration) the attempt edited, put back before the checks ran
+    # (loop/protect.py): the edit did not count; the diff is in NNN/test-edits.diff
+    protected_test_edits: list[str] | None = None
 
 
 @dataclass

@@ -122,6 +122,20 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     return _redact(text, _forms(_secrets(environ)))
 
 
+def may_change_json(text: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `redact_data` could change the data `text` is the JSON of (`ensure_ascii=False`):
+    never False when it could, and one scan of the document instead of a visit of each string
+    (a large `--json` is mostly numbers). A secret's forms include their JSON-escaped ones; the
+    shapes without a quote or whitespace read the same escaped; the two that may hold one (a
+    quoted AWS secret, a bearer token after a tab) are looked for by their word."""
+    if any(form in text for form, _ in _forms(_secrets(environ))):
+        return True
+    if any(finder.search(text) for finder in _SHAPE_FINDERS):
+        return True
+    lower = text.lower()
+    return any(word in lower for word in _CASELESS_FINDERS)
+
+
 HEX_ID = re.compile(r"[0-9a-f]{7,64}")
 
 

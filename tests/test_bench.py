@@ -170,6 +170,8 @@ def test_tokens_are_unknown_when_no_run_reported_them_and_a_partial_sum_is_marke
         " with an unknown part is unknown, since the known part alone would make the arm look"
         " cheaper than it was; tokens, which the state sums where reported, show that part"
         " marked *",
+        "† over 2 tasks: too few for the interval to mean much (a bootstrap over a handful of"
+        " tasks is narrow because there is little to resample); it needs 10 or more",
     ]
     out = io.StringIO()
     report.write_csv(summary, out)
@@ -212,7 +214,7 @@ def test_cost_is_unknown_when_one_runs_is_and_runs_that_used_nothing_are_no_part
     assert [row[cost] for row in body] == ["$0.7500", "—", "$0.2500", "—"]
     assert [row[tokens] for row in body] == ["150", "150", "100", "—"]  # green's run: no part
     notes = report.footnotes(summary)
-    assert len(notes) == 2
+    assert len(notes) == 3 and notes[2].startswith("† over 2 tasks: too few")
     assert notes[0].startswith("— cost: unknown as soon as one run's is (1 of 2 runs of some ")
     assert "a sum with an unknown part is unknown" in notes[0]
     assert notes[1] == (

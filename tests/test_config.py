@@ -93,3 +93,17 @@ def test_settings_snapshot_round_trips(tmp_path: Path) -> None:
 
     settings = load(tmp_path, {"checks": ["pytest", {"name": "lint", "command": "make lint"}]}, {})
     assert from_mapping(settings.snapshot()) == settings
+
+
+def test_worktree_setup_from_pyproject_the_file_and_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.ralph]\nworktree-setup = "make version"\n')
+    assert load(tmp_path, environ={}).worktree_setup == "make version"
+    config = tmp_path / ".aiwg/ralph/config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text('worktree_setup: "pip install -e ."\n')
+    assert load(tmp_path, environ={}).worktree_setup == "pip install -e ."
+    # a command stays a string, even one YAML would read as something else
+    assert load(tmp_path, environ={"RALPH_WORKTREE_SETUP": "true"}).worktree_setup == "true"
+    config.write_text("worktree_setup: [pip, install]\n")
+    with pytest.raises(ConfigError, match="worktree_setup"):
+        load(tmp_path, environ={})

@@ -140,3 +140,16 @@ def test_implicit_signals_never_replace_a_persons_verdict(
     # a broken file is not feedback (and not a crash)
     (store.loop_dir(loop) / "feedback.json").write_text('{"verdict": "maybe"}')
     assert read_feedback(store, loop) is None
+
+
+def test_an_apply_of_a_failed_loop_confirms_nothing(project: Path, finished: str) -> None:
+    """An earlier version recorded `apply` of a failed loop as accepted: it boosts no lesson."""
+    store = MemoryStore(project)
+    written = record_feedback(store, finished, "accepted", source="apply")
+    assert written is not None  # the loop succeeded: applying it is a verdict
+    lessons = [Lesson(f"{finished}#1.0", "a", f"{finished}#1", 0.5)]
+    assert [lesson.score for lesson in boost_confirmed(store, lessons)] == [0.75]
+    path = store.loop_dir(finished) / "feedback.json"
+    path.write_text(json.dumps({**written, "loop_status": "limit"}))
+    assert read_feedback(store, finished) is not None
+    assert [lesson.score for lesson in boost_confirmed(store, lessons)] == [0.5]

@@ -71,7 +71,9 @@ def test_commits_read_well_and_an_iteration_without_changes_gets_none(
     ]  # no commit for iteration 2, which changed nothing
     first = git(repo, "log", "-1", "--format=%b", f"{branch}~1")
     assert "Root cause: " in first and "Reward: 0.00" in first and loop_id in first
-    assert "Reward: 1.00 (+1.00)" in git(repo, "log", "-1", "--format=%b", branch)
+    assert "Reward: 1.00 (+1.00 from iteration 2's 0.00)" in git(
+        repo, "log", "-1", "--format=%b", branch
+    )
     store = MemoryStore(repo)
     records = store.valid_records(loop_id)
     assert records[1].notes == "no changes: nothing to commit"
@@ -116,6 +118,31 @@ def test_the_step_summary_and_status_carry_the_branch(
     )
     markdown = ralph("status", str(summary["loop_id"]), "--markdown", cwd=repo).out
     assert f"branch `{summary['branch']}` from `main`, best commit `{best[:12]}`" in markdown
+
+
+def test_the_summary_status_and_json_list_the_files_a_loop_changed(
+    ralph: RunCli, repo: Path
+) -> None:
+    agent = repo.parent / "agent.sh"
+    agent.write_text(
+        "#!/bin/sh\nprintf 'One more line.\\n' >> README.md\n"
+        "printf '\\000\\001' > logo.bin\nsed -i 's/a - b/a + b/' calc.py\n"
+    )  # the README and a binary file beside the fix
+    summary = run_loop(ralph, repo)
+    assert summary["status"] == "completed"
+    expected = [
+        {"path": "README.md", "added": 1, "removed": 0},
+        {"path": "calc.py", "added": 1, "removed": 1},
+        {"path": "logo.bin", "added": None, "removed": None},
+    ]
+    assert summary["changed_files"] == expected  # ralph's own .aiwg/ is no change
+    text = "changed: 3 files: README.md +1 -0, calc.py +1 -1, logo.bin (binary)"
+    assert text in str(summary["_err"])
+    loop_id = str(summary["loop_id"])
+    status = json.loads(ralph("status", loop_id, "--json", cwd=repo).out)
+    assert status["changed_files"] == expected
+    shown = ralph("status", loop_id, cwd=repo).out
+    assert "changed     3 files: README.md +1 -0, calc.py +1 -1, logo.bin (binary)" in shown
 
 
 # -- apply ----------------------------------------------------------------------------------------
@@ -164,6 +191,31 @@ def test_apply_a_chosen_iteration_and_refuse_one_that_is_not_there(
     assert chosen.code == 0, chosen.err
     assert json.loads(chosen.out)["files"] == ["calc.py"]
     assert "a * b" in (repo / "calc.py").read_text()
+
+
+def test_apply_of_a_failed_loop_is_refused_unless_forced_and_never_counts_as_accepted(
+    ralph: RunCli, repo: Path
+) -> None:
+    summary = run_loop(ralph, repo, "--max-iterations", "1")  # only the wrong change
+    assert summary["status"] == "failed"
+    loop_id = str(summary["loop_id"])
+    git(repo, "switch", "-q", "main")
+    refused = ralph("apply", loop_id, cwd=repo)
+    assert refused.code == 2
+    assert f"loop {loop_id} did not succeed" in refused.err and "--force" in refused.err
+    assert "--iteration N" in refused.err and len(refused.err.strip().splitlines()) == 2
+    assert git(repo, "diff", "HEAD", "--name-only") == ""
+    assert "a - b" in (repo / "calc.py").read_text()
+    forced = ralph("apply", loop_id, "--force", "--json", cwd=repo)
+    assert forced.code == 0, forced.err
+    assert json.loads(forced.out)["accepted"] is False
+    assert "a * b" in (repo / "calc.py").read_text()
+    assert read_feedback(MemoryStore(repo), loop_id) is None  # its lessons are not confirmed
+    git(repo, "reset", "-q", "--hard")
+    chosen = ralph("apply", loop_id, "--iteration", "1", cwd=repo)
+    assert chosen.code == 0, chosen.err
+    assert "counted as accepted" not in chosen.out
+    assert read_feedback(MemoryStore(repo), loop_id) is None
 
 
 def test_apply_with_conflicts_says_so_and_exits_1(ralph: RunCli, repo: Path) -> None:

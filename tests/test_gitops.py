@@ -110,6 +110,10 @@ def test_start_loop_creates_and_checks_out_the_loop_branch(repo: Path) -> None:
     assert state.base_commit == head
     assert state.original_branch == "main"
     assert git(repo, "branch", "--show-current") == loop_branch(LOOP)
+    # started again while its branch is as it began (a start killed before its state named the
+    # branch, then resumed): the loop's own branch is adopted
+    assert GitWorkspace(repo).start_loop(LOOP, allow_dirty=False) == state
+    git(repo, "commit", "-q", "--allow-empty", "-m", "more on the branch")
     with pytest.raises(PreflightError, match="already exists"):
         GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
 

@@ -9,6 +9,7 @@ from ralph.config import CheckSpec, Settings, load
 from ralph.errors import ConfigError
 from ralph.evaluators.base import CheckOutcome
 from ralph.evaluators.judging import (
+    KEPT_SHARE,
     Baseline,
     assign_roles,
     combine,
@@ -142,17 +143,41 @@ def test_a_failing_command_guard_cannot_regress_but_a_green_one_must_stay_green(
     assert not judge_check(outcome(SHELL, [Diagnostic("other", "boom")]), green).ok
 
 
-def test_reward_is_one_only_for_success_and_halves_per_regressed_guard() -> None:
-    base = baseline_of(
+def test_reward_is_one_only_for_success_and_a_regressed_guard_falls_below_the_baseline() -> None:
+    first = [
         outcome(PYTEST, [failing_test("t::a")], passed_tests={"t::b"}),
         outcome(MYPY, [finding("a.py", 1, "old")]),
-    )
+    ]
+    base = baseline_of(*first)
+    start = combine([(0.5, judge_check(first[0], base.checks["tests"])),
+                     (0.3, judge_check(first[1], base.checks["mypy"]))])  # fmt: skip
+    assert start == (False, KEPT_SHARE)  # something to lose, nothing fixed yet
     fixed = judge_check(outcome(PYTEST, passed_tests={"t::a", "t::b"}), base.checks["tests"])
     old = judge_check(outcome(MYPY, [finding("a.py", 1, "old")]), base.checks["mypy"])
     assert combine([(0.5, fixed), (0.3, old)]) == (True, 1.0)
     new = [finding("a.py", 1, "old"), finding("b.py", 2, "new")]
     worse = judge_check(outcome(MYPY, new), base.checks["mypy"])
-    assert combine([(0.5, fixed), (0.3, worse)]) == (False, 0.5)
+    passed, reward = combine([(0.5, fixed), (0.3, worse)])
+    assert not passed and 0 < reward < start[1]  # every target fixed, yet a guard got worse
+
+
+def test_the_users_report_three_failing_become_twelve() -> None:
+    """Attempt 1 broke 9 of 17 passing tests and fixed none: below the baseline, not equal."""
+    ids = [f"t::{n}" for n in range(20)]
+    start = outcome(PYTEST, [failing_test(t) for t in ids[:3]], passed_tests=set(ids[3:]))
+    base = baseline_of(start)
+    broke = outcome(PYTEST, [failing_test(t) for t in ids[:12]], passed_tests=set(ids[12:]))
+    verdict = judge_check(broke, base.checks["tests"])
+    assert len(verdict.regressions) == 9 and verdict.kept == pytest.approx(8 / 17)
+    before = combine([(1.0, judge_check(start, base.checks["tests"]))])[1]
+    assert before == KEPT_SHARE
+    assert combine([(1.0, verdict)])[1] < before
+
+
+def test_a_baseline_with_nothing_to_lose_scores_zero() -> None:
+    start = outcome(PYTEST, [failing_test("t::a")], passed_tests=set())
+    base = baseline_of(start)
+    assert combine([(1.0, judge_check(start, base.checks["tests"]))]) == (False, 0.0)
 
 
 def test_a_nearly_green_strict_suite_scores_at_most_0_99() -> None:

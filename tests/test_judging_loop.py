@@ -176,7 +176,9 @@ def test_a_fix_that_adds_a_new_finding_is_not_done_and_the_next_prompt_names_exa
     plan({"1": {"calc.py": FIXED_WITH_NEW_FINDING}, "2": {"calc.py": FIXED}})
     code, summary, err = run(ralph, initialised)
     assert code == 0, err
-    assert summary["iterations"] == 2 and summary["reward_history"] == [0.5, 1.0]
+    assert summary["iterations"] == 2 and summary["reward_history"][1] == 1.0
+    status = json.loads(ralph("status", summary["loop_id"], "--json", cwd=initialised).out)
+    assert summary["reward_history"][0] < status["baseline_reward"]  # fixed one, broke one
     second = seen("prompt-2.md")
     failing = second.split("# Checks that fail right now")[1].split("Already failing before")[0]
     new_lines = [line for line in failing.splitlines() if line.startswith("- ")]

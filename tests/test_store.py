@@ -129,13 +129,13 @@ def test_listing_a_thousand_loops_reads_only_state_files(
         store.loop_dir(loop_id).mkdir(parents=True, exist_ok=True)
         store.state_path(loop_id).write_text(text)
     opened: list[str] = []
-    real = store_module.read_json
+    real = store_module.read_json_bounded
 
-    def spy(path: Path) -> object:
+    def spy(path: Path, limit: int, *, strict: bool = True) -> object:
         opened.append(path.name)
-        return real(path)
+        return real(path, limit, strict=strict)
 
-    monkeypatch.setattr(store_module, "read_json", spy)
+    monkeypatch.setattr(store_module, "read_json_bounded", spy)
     listings = store.list_loops()
     assert len(listings) == 1000
     assert all(item.record_count == 1 for item in listings)

@@ -15,8 +15,9 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ralph.reading import open_regular
 from ralph.redact import redact
 
 MAX_JSON_DEPTH = 64  # agent events nest a few levels; deeper is not an event ralph reads
@@ -110,12 +111,15 @@ class Trajectory:
     dropped: int = 0  # steps (or events) left out to bound the size
     unparsed: int = 0  # lines of the stream that were not JSON (noise, a truncated last line)
     error: str | None = None  # why parsing stopped early, if it did
+    unread: int = 0  # lines of a stored trace past what a reader takes (`read`), never written
 
     def meta(self) -> dict[str, Any]:
         data: dict[str, Any] = {"source": self.source, "steps": len(self.steps)}
         data.update(dropped=self.dropped, unparsed=self.unparsed)
         if self.error:
             data["error"] = self.error
+        if self.unread:
+            data["unread"] = self.unread
         return data
 
 
@@ -189,26 +193,96 @@ def write(artifacts: Path, trajectory: Trajectory) -> Path:
 
 
 def read(path: Path) -> Trajectory:
-    """A stored trace; lines that do not read are counted as unparsed."""
+    """A stored trace through a bounded reader: a file ralph wrote reads back as it was; a
+    corrupt or foreign one never fails the reader nor takes long. Lines that are not a JSON
+    object are counted as unparsed, fields of the wrong type are left out, strings are cut at
+    `READ_FIELD_CHARS`, and the steps past `READ_STEPS` are only counted (`unread`).
+
+    Raises `Unreadable` (a FIFO, a folder) with the reason."""
     trajectory = Trajectory("unknown")
-    fields = set(Step.__dataclass_fields__)
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            trajectory.unparsed += 1
-            continue
-        if not isinstance(data, dict):
-            trajectory.unparsed += 1
-        elif "meta" in data:
-            meta = as_dict(data["meta"])
-            trajectory.source = str(meta.get("source", "unknown"))
-            trajectory.dropped = int(meta.get("dropped") or 0)
-            trajectory.unparsed += int(meta.get("unparsed") or 0)
-            trajectory.error = meta.get("error")
-        else:
-            trajectory.steps.append(Step(**{k: v for k, v in data.items() if k in fields}))
+    with open_regular(path) as handle:
+        while raw := handle.readline(READ_LINE_BYTES + 1):
+            if len(trajectory.steps) >= READ_STEPS:
+                trajectory.unread = _count_lines(raw, handle)  # counted, not parsed
+                break
+            if len(raw) > READ_LINE_BYTES and not raw.endswith(b"\n"):
+                _skip_line(handle)  # a line no step ralph writes fills
+                trajectory.unparsed += 1
+                continue
+            _read_line(trajectory, raw)
     return trajectory
+
+
+def _skip_line(handle: BinaryIO) -> None:
+    """Read on to the end of the current line, a bounded piece at a time."""
+    while (rest := handle.readline(READ_LINE_BYTES)) and not rest.endswith(b"\n"):
+        pass
+
+
+def _count_lines(head: bytes, handle: BinaryIO) -> int:
+    """The lines from `head` to the end of the file, counted in chunks, none held whole."""
+    count, last = head.count(b"\n"), head
+    while chunk := handle.read(1 << 20):
+        count, last = count + chunk.count(b"\n"), chunk
+    return count + (not last.endswith(b"\n"))
+
+
+READ_STEPS = 2 * (HEAD_STEPS + TAIL_STEPS)  # steps read from one file; ralph writes HEAD + TAIL
+READ_LINE_BYTES = 1 << 20  # a longer line is no step ralph wrote: skipped, never held whole
+READ_FIELD_CHARS = 4 * OBSERVATION_CHARS  # a field longer than ralph writes is cut
+TEXT_FIELDS = ("thought", "tool", "kind", "target", "input", "observation", "ts")
+COUNT_FIELDS = ("tokens_in", "tokens_out")
+
+
+def _read_line(trajectory: Trajectory, raw: bytes) -> None:
+    if not raw.strip():
+        return
+    try:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested past the stack
+        trajectory.unparsed += 1
+        return
+    if not isinstance(data, dict):
+        trajectory.unparsed += 1
+    elif "meta" in data:
+        meta = as_dict(data["meta"])
+        trajectory.source = _text(meta.get("source")) or "unknown"
+        trajectory.dropped = _count(meta.get("dropped"))
+        trajectory.unparsed += _count(meta.get("unparsed"))
+        trajectory.error = _text(meta.get("error"))
+    else:
+        trajectory.steps.append(_step(data))
+
+
+def _step(data: dict[str, Any]) -> Step:
+    """A stored step, each field of its type or left out."""
+    step = Step()
+    for name in TEXT_FIELDS:
+        setattr(step, name, _text(data.get(name)))
+    ok = data.get("ok")
+    step.ok = ok if isinstance(ok, bool) else None
+    files = data.get("files")
+    if isinstance(files, list):
+        step.files = [
+            f[:READ_FIELD_CHARS] for f in files[: SUMMARY_ITEMS * 5] if isinstance(f, str)
+        ]
+    for name in COUNT_FIELDS:
+        value = data.get(name)
+        setattr(step, name, value if type(value) is int and value >= 0 else None)
+    return step
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    if len(value) <= READ_FIELD_CHARS:
+        return value
+    return value[:READ_FIELD_CHARS] + f"… [{len(value) - READ_FIELD_CHARS} more chars]"
+
+
+def _count(value: Any) -> int:
+    """A count from the file: a non-negative integer, anything else 0."""
+    return value if type(value) is int and value >= 0 else 0
 
 
 # summaries ----------------------------------------------------------------------------------

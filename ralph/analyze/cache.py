@@ -34,43 +34,44 @@ from ralph.analyze.facts import (
 )
 from ralph.analyze.prefetch import Prefetch
 from ralph.memory.sqlite_cache import open_cache
-from ralph.memory.store import RECORD_NAME, MemoryStore, load_record_file, parse_state
+from ralph.memory.store import (
+    MAX_RECORD_BYTES,
+    MAX_STATE_BYTES,
+    RECORD_NAME,
+    MemoryStore,
+    load_record_file,
+    parse_state,
+)
+from ralph.reading import Unreadable, read_json_bounded
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 9  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
-# 7: unknown tokens; 8: the checks' (a judge's) tokens; 9: one row per folder, normalised causes
+INDEX_VERSION = 11  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+# 7: unknown tokens; 8: the checks' (a judge's) tokens; 9: one row per folder, normalised causes;
+# 10: out-of-range values unknown, strict JSON; 11: regressions
 # One row per folder, `reflections/<loop>` or `loops/<loop>`: its files' entries (see Entry).
 SCHEMA = "CREATE TABLE files (path TEXT PRIMARY KEY, facts TEXT NOT NULL)"
 T = TypeVar("T")
 
 
-def _read_bytes(path: str) -> bytes:
-    """The whole file, read(2) until its end with no file object around it: a fifth faster
-    over 20,000 files than open().read(). OSError as open would raise it."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
 def _read_record(path: str, loop_id: str, iteration: int) -> tuple[IterationFacts | None, str]:
-    """Facts, or None and the reason; the full schema validation runs only for the reason."""
+    """Facts, or None and the reason; the full schema validation runs only for the reason.
+    Read through the one bounded reader (regular files, a size limit, strict JSON)."""
     try:
-        return record_facts(json.loads(_read_bytes(path).decode("utf-8")), loop_id, iteration), ""
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        return record_facts(read_json_bounded(path, MAX_RECORD_BYTES), loop_id, iteration), ""
+    except Unreadable as exc:
+        return None, str(exc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problems = load_record_file(Path(path), iteration).problems
         return None, problems[0] if problems else _reason(exc)
 
 
 def _read_state(path: str) -> tuple[StateFacts | None, str]:
     try:
-        return state_facts(json.loads(_read_bytes(path).decode("utf-8"))), ""
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return state_facts(read_json_bounded(path, MAX_STATE_BYTES, strict=False)), ""
+    except Unreadable as exc:
+        return None, str(exc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         from ralph.errors import StoreError
 
         try:

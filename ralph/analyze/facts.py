@@ -11,7 +11,7 @@ from typing import Any
 from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
-from ralph.records import BEST_FAILING_REWARD
+from ralph.records import BEST_FAILING_REWARD, MAX_COST_USD, MAX_PHASE_MS, MAX_TOKENS
 
 
 @dataclass(slots=True)
@@ -38,6 +38,7 @@ class IterationFacts:
     improved: bool | None
     actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
+    regressions: int | None = None  # what worked before the loop and broke in this attempt
 
 
 @dataclass(slots=True)
@@ -142,8 +143,12 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     counts = [usage.get(key) for key in TOKEN_FIELDS]
     # TypeError on a non-number: the file is then validated
     tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
+    if tokens is not None and not 0 <= tokens <= MAX_TOKENS:
+        tokens = None
     cost = usage.get("cost_usd")
-    duration = sum((ext.get("duration_ms") or {}).values())
+    if cost is not None and not 0 <= _number(cost, "cost_usd") <= MAX_COST_USD:
+        cost = None
+    duration = sum(ms for ms in (ext.get("duration_ms") or {}).values() if 0 <= ms <= MAX_PHASE_MS)
     task = data.get("task_description")
     lessons = ext.get("lessons_used") or []
     improved = (data.get("performance_delta") or {}).get("is_improvement")
@@ -168,7 +173,12 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         len(lessons) if isinstance(lessons, list) else 0,
         improved if isinstance(improved, bool) else None,
         **trace_facts(ext.get("trace")),
+        regressions=_regressions(ext.get("regressions")),
     )
+
+
+def _regressions(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 def state_facts(data: Any) -> StateFacts:

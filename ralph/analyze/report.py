@@ -44,6 +44,7 @@ CSV_COLUMNS = [
     "cost_usd",
     "duration_s",
     "reflection",
+    "regressions",
 ]
 
 
@@ -102,7 +103,7 @@ def write_csv(a: Analysis, out: TextIO) -> None:
         if previous is not None:
             base_errors = "" if loop.baseline_error_count is None else loop.baseline_error_count
             blank = [""] * 8
-            writer.writerow([*head, 0, "", previous, "", "", base_errors, *blank, ""])
+            writer.writerow([*head, 0, "", previous, "", "", base_errors, *blank, "", ""])
         for r in loop.records:
             change = "" if previous is None else round(r.reward - previous, 6)
             writer.writerow(
@@ -123,6 +124,7 @@ def write_csv(a: Analysis, out: TextIO) -> None:
                     "" if r.cost_usd is None else r.cost_usd,
                     r.duration_ms / 1000,
                     r.reflection,
+                    "" if r.regressions is None else r.regressions,
                 ]
             )
             previous = r.reward
@@ -188,6 +190,9 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
             ax.plot(xs, loop.rewards, color="tab:blue", alpha=0.15, linewidth=0.8)
         else:
             ax.plot(xs, loop.rewards, marker="o", label=legend_label(loop))
+        broke = [(x, v) for x, v in zip(xs, loop.rewards, strict=True) if x in regressed(loop)]
+        if broke:  # harm stands out, even when the dip is small
+            ax.scatter(*zip(*broke, strict=True), marker="x", color="tab:red", s=60, zorder=3)
         for x, value in zip(xs, loop.rewards, strict=True):
             while len(longest) <= x:
                 longest.append([])
@@ -205,6 +210,11 @@ def _draw_rewards(fig: Any, a: Analysis) -> bool:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     return True
+
+
+def regressed(loop: LoopAnalysis) -> set[int]:
+    """The iterations that broke what worked before the loop (their reward is below it)."""
+    return {r.iteration for r in loop.records if r.regressions}
 
 
 def legend_label(loop: LoopAnalysis, width: int = 26) -> str:

@@ -11,7 +11,8 @@ Definitions:
   of each valid record in iteration order (a record without `reward_signal` counts 0).
 - **iterations to green**: the first iteration whose `evaluator_output.passed` is true; None if
   never (0 for a loop with no records whose baseline already passed).
-- **success@k**, for k = 1 .. the highest iteration across the analysed loops: the share of the
+- **success@k**, for k = 1 .. the highest iteration across the analysed loops (at most
+  `MAX_K`: the curve's size never follows a record's iteration number): the share of the
   analysed loops green by iteration k (iterations to green <= k) — the learning curve of the
   Reflexion paper. **success rate**: the share of loops that ever went green. Loops still
   running count as not (yet) green.
@@ -41,7 +42,8 @@ Definitions:
 - **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens (None when no
   record knows them: a `cmd:` actor's tokens are unknown, never 0), of `cost_usd` by the one
   money rule (`records.sum_costs`: unknown as soon as one part is, as in `ralph status`), and
-  the phase durations in `ralph.duration_ms`.
+  the phase durations in `ralph.duration_ms`. A value out of range (facts.py: a phase longer
+  than a year, a cost or token count beyond any bill) counts as unknown, never as itself.
 
 `--json` prints one object: `{"summary": {...}, "loops": [...], "invalid_files": [...]}`.
 `summary` holds `loops`, `green_loops`, `success_rate`, `success_at_k` (a map from k, as a
@@ -87,6 +89,7 @@ from ralph.memory.store import STATUSES, MemoryStore
 from ralph.records import sum_costs
 
 BREAKTHROUGH = 0.3
+MAX_K = 100  # success@k up to this k: a loop that ran longer is still counted by its green
 RECURRING = 3
 _EPS = 1e-9  # so that 0.4 -> 0.7 counts as a 0.3 jump despite binary floats
 
@@ -398,7 +401,7 @@ def _analyse_loop(
 
 def _summarise(loops: list[LoopAnalysis]) -> Summary:
     greens = [loop.iterations_to_green for loop in loops if loop.iterations_to_green is not None]
-    top = max((loop.last_iteration for loop in loops), default=0)
+    top = min(max((loop.last_iteration for loop in loops), default=0), MAX_K)
     rates = [loop.learning_rate for loop in loops if loop.learning_rate is not None]
     return Summary(
         loops=len(loops),

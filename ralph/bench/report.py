@@ -20,11 +20,16 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _diff(arm: dict[str, Any], base: str) -> str:
+FEW = "†"  # an interval over too few tasks to mean much (footnotes)
+
+
+def _diff(arm: dict[str, Any], base: str, few: bool = False) -> str:
     d = arm.get(f"vs_{base}")
+    if d and d.get("could_not_run"):
+        return "none: " + " and ".join(d["could_not_run"]) + " could not run"
     if not d or d.get("difference") is None:
         return "-"
-    return f"{d['difference']:+.0%} [{d['low']:+.0%}, {d['high']:+.0%}]"
+    return f"{d['difference']:+.0%} [{d['low']:+.0%}, {d['high']:+.0%}]{FEW if few else ''}"
 
 
 def _partial_tokens(arm: dict[str, Any]) -> bool:
@@ -50,12 +55,17 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
     """What the tokens and cost columns' marks mean, when they show them."""
     arms = summary["arms"]
     used = [a for a in arms if a["counted_runs"]]
+    lines = [
+        f"{a['arm']}: {a['failed_runs']} of {a['runs']} runs could not run (see each loop's"
+        " error in --json); its figures measure nothing and no difference is given"
+        for a in arms
+        if a.get("failed_runs")
+    ]
     partial = [
         f"{a['tokens_known_runs']} of {a['counted_runs']} runs of {a['arm']}"
         for a in used
         if _partial_tokens(a)
     ]
-    lines = []
     if partial:
         lines.append(
             f"{PARTIAL} tokens: the sum over the runs that reported them ({', '.join(partial)});"
@@ -80,6 +90,13 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
             f"{UNKNOWN} tokens and cost: no run of the arm used anything (already green, or"
             " not started)"
         )
+    differences = [a.get(f"vs_{arms[0]['arm']}") or {} for a in arms]
+    if summary.get("too_few_tasks") and any(d.get("difference") is not None for d in differences):
+        lines.append(
+            f"{FEW} over {summary['tasks']} task{'' if summary['tasks'] == 1 else 's'}: too few"
+            " for the interval to mean much (a bootstrap over a handful of tasks is narrow"
+            " because there is little to resample); it needs 10 or more"
+        )
     return lines
 
 
@@ -101,7 +118,7 @@ def rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 _tokens(arm),
                 _cost(arm),
                 f"{arm['wall_seconds']:.1f}",
-                _diff(arm, base),
+                _diff(arm, base, bool(summary.get("too_few_tasks"))),
             ]
         )
     return head, out

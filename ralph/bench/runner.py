@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
 ARM_KEYS += ("memory_tokens", "max_iterations", "patience", "test", "check")
 BOOTSTRAP_SAMPLES = 2000
+MIN_INTERVAL_TASKS = 10  # fewer, and the table says the interval means little
 
 
 @dataclass
@@ -54,9 +56,8 @@ class BenchEntry(Entry):
     def env(self) -> dict[str, str]:
         return {"RALPH_LESSONS_BEFORE": self.lessons_before} if self.lessons_before else {}
 
-    def argv(self) -> list[str]:
-        argv = super().argv()
-        return argv if self.resume else [*argv, *self.flags]
+    def run_flags(self) -> list[str]:
+        return list(self.flags)
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, str]]:
@@ -83,6 +84,26 @@ def parse_arm(text: str) -> tuple[str, dict[str, str]]:
             )
         flags[key] = value.strip()
     return name, flags
+
+
+NUMBER_KEYS = ("omega", "lessons", "memory_tokens", "max_iterations", "patience")
+
+
+def check_arm(name: str, flags: dict[str, str]) -> None:
+    """An arm's settings through the one validation of `ralph run`'s (config `_validate`): a
+    value every run of the arm would refuse (`omega=abc`, `omega=11`) stops the bench before
+    anything runs, instead of failing each run and reading as a difference."""
+    from ralph.config import _validate
+
+    settings: dict[str, Any] = {}
+    for key, value in flags.items():
+        if key == "check":
+            settings["checks"] = [value]
+        elif key in NUMBER_KEYS:
+            settings[key] = int(value) if re.fullmatch(r"[+-]?[0-9]+", value) else value
+        else:
+            settings[key] = value
+    _validate(f"--arm {name}", settings)
 
 
 def arm_argv(flags: dict[str, str]) -> tuple[str, ...]:
@@ -182,6 +203,8 @@ class Run:
     # the state counted an iteration or a model call; a run that counted nothing (already
     # green, never started) used nothing: no part of its arm's tokens or cost
     counted: bool = True
+    # why the run could not run (its loop exited with an error): no measurement of its arm
+    error: str | None = None
 
 
 @dataclass
@@ -189,6 +212,11 @@ class ArmResult:
     name: str
     flags: dict[str, str]
     runs: list[Run] = field(default_factory=list)
+
+    @property
+    def failed_runs(self) -> int:
+        """Runs that could not run: the arm's figures measure nothing."""
+        return sum(r.error is not None for r in self.runs)
 
     def success_at(self, k: int) -> float:
         done = [r for r in self.runs if r.green_at is not None and r.green_at <= k]
@@ -219,8 +247,9 @@ def read_run(store: MemoryStore, entry: BenchEntry) -> Run:
         tokens=known_sum((usage.tokens_in, usage.tokens_out)),
         cost_usd=usage.cost_usd,
         wall_seconds=usage.wall_seconds,
-        status=store.effective_status(state) if state else "not started",
+        status=store.effective_status(state) if state else entry.status,
         counted=state is not None and (state.iteration > 0 or usage.unrecorded_calls > 0),
+        error=entry.error or ("could not start" if entry.status == "error" else None),
     )
 
 
@@ -246,9 +275,19 @@ def paired_difference(
     }
 
 
+def compared(arm: ArmResult, base: ArmResult, k: int) -> dict[str, Any]:
+    """The arm's difference from the base, or why there is none: a run of either that could
+    not run makes a difference of nothing (every run failing reads as -100 %)."""
+    failed = [a.name for a in (arm, base) if a.failed_runs]
+    if failed:
+        return {"difference": None, "low": None, "high": None, "could_not_run": failed}
+    return paired_difference(arm, base, k)
+
+
 def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
     """The table's figures, the form `--json` prints."""
     base = arms[0]
+    tasks = len({r.task for a in arms for r in a.runs})
     out = []
     for arm in arms:
         greens = [r.green_at for r in arm.runs if r.green_at is not None]
@@ -260,6 +299,7 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
                 "arm": arm.name,
                 "flags": arm.flags,
                 "runs": len(arm.runs),
+                "failed_runs": arm.failed_runs,
                 "success_at_k": {str(k): round(arm.success_at(k), 4) for k in range(1, max_k + 1)},
                 "mean_iterations_to_green": round(statistics.fmean(greens), 3) if greens else None,
                 # the sum over the runs that reported tokens, and how many did (report.py
@@ -272,13 +312,18 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
                 "cost_known_runs": sum(c is not None for c in costs),
                 "counted_runs": len(parts),  # the runs that used anything: the marks' "of"
                 "wall_seconds": round(sum(r.wall_seconds for r in arm.runs), 3),
-                "vs_" + base.name: paired_difference(arm, base, max_k) if arm is not base else None,
+                "vs_" + base.name: compared(arm, base, max_k) if arm is not base else None,
                 "loops": [r.__dict__ for r in arm.runs],
             }
         )
     return {
         "max_k": max_k,
         "interval": "95% paired bootstrap over tasks (2000 resamples, seed 0) of success@max_k",
+        "tasks": tasks,
+        # a bootstrap over a handful of tasks is about those tasks only: its interval is narrow
+        # because there is little to resample, not because the difference is known
+        "too_few_tasks": tasks < MIN_INTERVAL_TASKS,
+        "could_not_run": [a.name for a in arms if a.failed_runs],
         "arms": out,
     }
 
@@ -296,7 +341,7 @@ def run_bench(
     """Run (or continue) the bench; (bench id, the summary, interrupted)."""
     import os
 
-    from ralph.loop.batch import Batch
+    from ralph.loop.batch import Batch, check_parity_once
     from ralph.workspace.git import GitWorkspace
     from ralph.workspace.locate import find_repo_root
 
@@ -306,6 +351,8 @@ def run_bench(
     arms = dict(parse_arm(a) for a in arm_specs) if arm_specs else dict(DEFAULT_ARMS)
     if len(arms) < 2:
         raise ConfigError("a bench compares at least two arms", hint="--arm a=... --arm b=...")
+    for name, flags in arms.items():
+        check_arm(name, flags)
     top = find_repo_root((cwd or Path.cwd()).resolve())
     if top is None:
         raise PreflightError(
@@ -314,6 +361,8 @@ def run_bench(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    if not resume:
+        check_parity_once(root, tasks, view)
     commit = GitWorkspace(root).current_commit() or ""
     ident = bench_id(tasks_path, arms, repeats)
     entries = plan(

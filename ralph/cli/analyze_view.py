@@ -221,13 +221,16 @@ def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:
     styles = [["" for _ in range(cols)] for _ in range(height)]
     rows = [round(v * (height - 1)) for v in series]
     passed = {r.iteration for r in loop.records if r.passed}
+    broke = {r.iteration for r in loop.records if r.regressions}  # a dip, however small
     for i, row in enumerate(rows):
         if i + 1 < len(rows):
             for c in range(1, step):  # a dotted segment to the next point
                 mid = round(row + (rows[i + 1] - row) * c / step)
                 grid[height - 1 - mid][i * step + c] = "·"
-        grid[height - 1 - row][i * step] = "●"
-        styles[height - 1 - row][i * step] = "green" if iterations[i] in passed else "yellow"
+        harm = iterations[i] in broke
+        grid[height - 1 - row][i * step] = "✕" if harm else "●"
+        colour = "red" if harm else "green" if iterations[i] in passed else "yellow"
+        styles[height - 1 - row][i * step] = colour
     text = Text(f"reward per iteration, {loop.loop_id}\n", style="bold")
     for y in range(height):
         label = f"{1 - y / (height - 1):.1f} " if y % 3 == 0 or y == height - 1 else "    "
@@ -239,9 +242,11 @@ def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:
     labels = [" "] * (cols + 4)
     for i in range(len(series)):
         if i % max(1, 4 // step) == 0:
-            for n, ch in enumerate(str(iterations[i])):
-                labels[i * step + n] = ch
+            label = str(iterations[i])  # a long number is cut at the axis's end
+            labels[i * step : i * step + len(label)] = label[: len(labels) - i * step]
     note = "iteration; 0 is the baseline" if loop.baseline_reward is not None else "iteration"
+    if broke:
+        note += "; ✕ broke what worked before"
     text.append("".join(labels).rstrip() + f"  ({note})")
     return text
 

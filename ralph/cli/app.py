@@ -65,11 +65,11 @@ def _root(
 
 
 def fail(error: RalphError) -> NoReturn:
-    from ralph.redact import redact
+    from ralph.cli.common import clean  # a message may quote text from outside
 
-    sys.stderr.write(f"ralph: error: {redact(error.message)}\n")
+    sys.stderr.write(f"ralph: error: {clean(error.message)}\n")
     if error.hint:
-        sys.stderr.write(f"hint: {redact(error.hint)}\n")
+        sys.stderr.write(f"hint: {clean(error.hint)}\n")
     sys.exit(error.exit_code)
 
 
@@ -91,7 +91,11 @@ def main() -> None:
         if os.environ.get("RALPH_DEBUG"):
             raise
         if show is None:
-            sys.stderr.write(f"ralph: internal error: {type(error).__name__}: {error}\n")
+            from ralph.cli.common import clean
+
+            sys.stderr.write(
+                f"ralph: internal error: {type(error).__name__}: {clean(str(error))}\n"
+            )
             sys.stderr.write("hint: run again with `ralph --debug ...` for the traceback\n")
             sys.exit(2)
         show()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter
+from ralph.cli.live import PlainReporter, changed_text
 from ralph.glyphs import clip, sparkline
 from ralph.loop.batch import BatchView
 
@@ -38,6 +38,10 @@ class PlainView:
         """Plain lines are written as events happen."""
 
     def end(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.changes_read:
+                changed = changed_text(entry.changed_files)
+                self.out.line(f"[{entry.task.name}] {entry.loop_id} changed {changed}")
         green = sum(1 for e in entries if e.status == "completed")
         self.out.line(f"batch: {green}/{len(entries)} loops green")
 
@@ -47,10 +51,11 @@ class LiveView(PlainView):
 
     def __init__(self) -> None:
         super().__init__()
-        from rich.console import Console
         from rich.live import Live
 
-        self.console = Console(stderr=True, highlight=False)
+        from ralph.cli.common import console
+
+        self.console = console(stderr=True)  # the one clean console: a loop's error quotes it
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.entries: list[Entry] = []
 
@@ -77,9 +82,10 @@ class LiveView(PlainView):
     def _table(self) -> RenderableType:
         from rich import box
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=box.SIMPLE_HEAD, title="ralph batch", title_justify="left")
-        for column in ("task", "loop", "status", "iter", "best", "rewards"):
+        for column in ("task", "loop", "status", "iter", "best", "rewards", "changed"):
             table.add_column(column, overflow="fold" if column == "loop" else "ellipsis")
         for entry in self.entries:
             best = "-" if entry.best_reward is None else f"{entry.best_reward:.2f}"
@@ -91,6 +97,7 @@ class LiveView(PlainView):
                 f"{entry.iteration}/{limit}" if limit else str(entry.iteration),
                 best,
                 sparkline(entry.rewards),
+                Text(changed_text(entry.changed_files, limit=3) if entry.changes_read else ""),
             )
         return table
 

@@ -20,7 +20,7 @@ import typer
 
 from ralph.cli.common import ConfigOpt, console, print_json
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
-from ralph.errors import RalphError
+from ralph.errors import PreflightError, RalphError
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
@@ -66,6 +66,7 @@ def doctor_command(
 ) -> None:
     """Can a loop start here? Settings, actor, reflector, checks, git, memory, agent CLIs and
     providers in one table; exit 0 when a loop can start, 1 when not."""
+    working_directory()
     flags = run_flags(
         actor=actor, model=model, reflector=reflector, test=test, check=check, config=config_file
     )
@@ -76,6 +77,18 @@ def doctor_command(
     else:
         render(rows, ok)
     raise typer.Exit(0 if ok else 1)
+
+
+def working_directory() -> Path:
+    """The directory doctor examines; one that was deleted under the shell is bad input, said in
+    one line (exit 2), not an internal error from deep inside the first check."""
+    try:
+        return Path(os.getcwd())
+    except FileNotFoundError:
+        raise PreflightError(
+            "the current directory no longer exists (deleted or moved away)",
+            hint="cd into your project and run `ralph doctor` again",
+        ) from None
 
 
 def render(rows: list[Row], ok: bool) -> None:

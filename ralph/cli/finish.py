@@ -16,15 +16,20 @@ def apply(
         int | None,
         typer.Option("--iteration", help="Apply this iteration; default the best.", min=1),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply the best iteration of a loop that did not succeed."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Bring a loop's best (or chosen) iteration onto the current branch as uncommitted changes,
-    as `git merge --squash` would; refuses a tree with uncommitted changes."""
+    as `git merge --squash` would; refuses a tree with uncommitted changes, and a loop that did
+    not succeed unless --iteration or --force says so. Applying a success counts as accepted."""
     from ralph.loop.handoff import apply_loop
 
     store = memory()
     store.require()
-    done = apply_loop(store, loop_in(store, loop), iteration)
+    done = apply_loop(store, loop_in(store, loop), iteration, force=force)
     if as_json:
         print_json(done.to_json())
         raise typer.Exit(1 if done.conflicts else 0)

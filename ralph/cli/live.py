@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ralph.loop.policy import Decision
     from ralph.loop.result import LoopResult
     from ralph.memory.store import LoopState
-    from ralph.records import IterationRecord
+    from ralph.records import Diagnostic, IterationRecord
 
 
 def check_word(outcome: CheckOutcome) -> str:
@@ -40,6 +40,43 @@ def check_word(outcome: CheckOutcome) -> str:
     if not v.ok:
         return f"guard worse (+{len(v.regressions)} new)"
     return f"guard ok ({v.preexisting} from before)" if v.preexisting else "guard ok"
+
+
+def harm_of(evaluation: Evaluation) -> str | None:
+    """What an attempt broke against the baseline (`3 → 12 failing, 9 new`); None if nothing."""
+    from ralph.workspace.commits import harm_text
+
+    new = evaluation.counts()["regressions"] if evaluation.baseline is not None else 0
+    if not new or evaluation.baseline is None:
+        return None
+    return harm_text(evaluation.baseline.error_count, evaluation.error_count, new)
+
+
+def shown_errors(evaluation: Evaluation, limit: int = 3) -> list[Diagnostic]:
+    """The failures a line lists: what the attempt broke first, then what is left to fix (the
+    baseline's failures would hide the harm)."""
+    broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
+    gone = {id(d) for d in broken}
+    rest = [d for d in evaluation.relevant_errors() if id(d) not in gone]
+    return (broken + rest)[:limit]
+
+
+def changed_text(files: list[dict[str, Any]] | None, limit: int = 8) -> str:
+    """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
+    (the `changed_files` of `--json`)."""
+    if files is None:
+        return "unknown (its best commit is gone)"
+    if not files:
+        return "nothing"
+
+    def one(f: dict[str, Any]) -> str:
+        if f["added"] is None or f["removed"] is None:
+            return f"{f['path']} (binary)"
+        return f"{f['path']} +{f['added']} -{f['removed']}"
+
+    shown = ", ".join(one(f) for f in files[:limit])
+    more = f", … {len(files) - limit} more" if len(files) > limit else ""
+    return f"{len(files)} file{'' if len(files) == 1 else 's'}: {shown}{more}"
 
 
 def _status_of(outcome: CheckOutcome) -> str:
@@ -90,8 +127,10 @@ class PlainReporter:
             f"{o.spec.name} {check_word(o)} ({o.result.duration_ms or 0} ms)"
             for o in evaluation.outcomes
         )
-        self.line(f"{label}: reward {evaluation.reward:.2f} — {checks}")
-        for error in evaluation.relevant_errors()[:3]:
+        harm = harm_of(evaluation)
+        broke = f"worse: {harm} — " if harm else ""
+        self.line(f"{label}: reward {evaluation.reward:.2f} — {broke}{checks}")
+        for error in shown_errors(evaluation):
             where = error.location() or "-"
             self.line(f"    {where}  {error.message.splitlines()[0] if error.message else ''}")
 
@@ -119,6 +158,10 @@ class PlainReporter:
         )
         if result.message:
             self.line(result.message)
+        if result.iterations:
+            from ralph.loop.result import files_json
+
+            self.line(f"changed: {changed_text(files_json(result.changed_files))}")
         for text in next_steps(result) if self.next_steps else []:
             self.block(text)
         write_step_summary(result)
@@ -200,15 +243,17 @@ class RichReporter(PlainReporter):
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
         colour = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
         self.state["checks"] = [f"{o.spec.name} {check_word(o)}" for o in evaluation.outcomes]
+        harm = harm_of(evaluation)
         self.console.print(
             ("baseline" if iteration == 0 else f"iteration {iteration}")
             + f": reward {evaluation.reward:.2f}  "
+            + (f"[red]worse: {harm}[/]  " if harm else "")
             + "  ".join(
                 f"[{colour.get(_status_of(o), 'white')}]{o.spec.name} {check_word(o)}[/]"
                 for o in evaluation.outcomes
             )
         )
-        for error in evaluation.relevant_errors()[:3]:
+        for error in shown_errors(evaluation):
             where = error.location() or "-"
             first = error.message.splitlines()[0] if error.message else ""
             self.console.print(f"    [dim]{where}[/]  {first}", highlight=False)
@@ -313,11 +358,12 @@ def next_steps(result: LoopResult) -> list[str]:
     assert best is not None
     switch = "" if result.worktree else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
+    force = "" if result.status == "completed" else " --force  (it still fails its checks)"
     return [
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
         f"review  git diff {base}...{shown}",
-        f"apply   {switch}ralph apply {result.loop_id}",
+        f"apply   {switch}ralph apply {result.loop_id}{force}",
         f"        (or git merge --squash {shown})",
         drop,
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +18,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    text_out,
 )
 
 # init --------------------------------------------------------------------------------------
@@ -130,12 +130,24 @@ def _flag(flag: str, help: str, *, envvar: str | None = None) -> Any:
     return typer.Option(flag, envvar=envvar or f"RALPH_{key}", help=help)
 
 
+AllowTestEditsFlag = Annotated[
+    bool,
+    _flag(
+        "--allow-test-edits",
+        "Let the agent's edits of the tests the baseline ran count (default: they are put "
+        "back before the checks run); for tasks about the tests.",
+    ),
+]
+BOOLEAN_FLAGS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
+BOOLEAN_FLAGS += ("quiet", "notify", "allow_test_edits")
+
+
 def run_flags(**flags: Any) -> dict[str, Any]:
     """Typer's values -> config keys; flags left at None were not given (config/env win)."""
     checks = flags.pop("check", None)
     if checks:
         flags["checks"] = list(checks)
-    for key in ("no_git", "allow_dirty", "no_rollback", "worktree", "json", "quiet", "notify"):
+    for key in BOOLEAN_FLAGS:
         if flags.get(key) is False:
             flags[key] = None
     if "strict" in flags:
@@ -247,6 +259,7 @@ def run(
     no_rollback: Annotated[
         bool, _flag("--no-rollback", "Keep a regressed attempt's code.")
     ] = False,
+    allow_test_edits: AllowTestEditsFlag = False,
     worktree: Annotated[
         bool,
         _flag("--worktree", "Work in a new git worktree, so several loops share one repository."),
@@ -295,7 +308,7 @@ def run(
         max_tokens=max_tokens, timeout=timeout, iteration_timeout=iteration_timeout,
         idle_timeout=idle_timeout, reflector_timeout=reflector_timeout, no_git=no_git,
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
-        config=config_file, notify=notify,
+        config=config_file, notify=notify, allow_test_edits=allow_test_edits,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
     if dry_run:
@@ -323,6 +336,7 @@ def resume(
     ] = None,
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    allow_test_edits: AllowTestEditsFlag = False,
     notify: Annotated[
         bool,
         typer.Option(
@@ -339,7 +353,7 @@ def resume(
 
     if loop is not None:
         loop = loop_in(memory(), loop)
-    flags = {"max_iterations": max_iterations}
+    flags = {"max_iterations": max_iterations, "allow_test_edits": allow_test_edits or None}
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
     finish_loop(result, as_json, {"notify": notify or None})
 
@@ -359,7 +373,7 @@ def status(
     if markdown:
         from ralph.cli.summary import loop_markdown
 
-        sys.stdout.write(loop_markdown(store, loop))
+        text_out().write(loop_markdown(store, loop))
         return
     info = loop_status(loop)
     if as_json:
@@ -387,6 +401,11 @@ def status(
         out.print(f"  branch      {info['branch']}{best}", markup=False)
     if info.get("worktree"):
         out.print(f"  worktree    {info['worktree']}", markup=False)
+    if info["iteration"]:
+        from ralph.cli.live import changed_text
+
+        changed = changed_text(info["changed_files"])
+        out.print(f"  changed     {changed}", markup=False, soft_wrap=True)
     if info["stop_reason"]:
         out.print(f"  stopped     {info['stop_reason']}", markup=False)
 

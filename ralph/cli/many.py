@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ralph.cli.common import JsonFlag, complete_loop_id, console, loop_in, memory, print_json
+from ralph.cli.common import (
+    JsonFlag,
+    complete_loop_id,
+    console,
+    loop_in,
+    memory,
+    print_json,
+    text_out,
+)
 from ralph.errors import RalphError
 
 # batch -------------------------------------------------------------------------------------
@@ -97,20 +104,18 @@ def bench_command(
     if as_json:
         print_json(summary)
     elif as_csv:
-        bench_report.write_csv(summary, sys.stdout)
+        bench_report.write_csv(summary, text_out())
     else:
-        from rich.console import Console
-
         out = console()
         grid, width = bench_report.table(summary)
-        wide = Console(
+        wide = type(out)(  # as clean as `out`, only wider
             file=out.file, width=max(out.width, width), no_color=out.no_color, highlight=False
         )
         wide.print(grid)
         out.print(summary["interval"], markup=False)
         for line in bench_report.footnotes(summary):
             out.print(line, markup=False)
-    raise typer.Exit(130 if interrupted else 0)
+    raise typer.Exit(130 if interrupted else 1 if summary["could_not_run"] else 0)
 
 
 # analyze -----------------------------------------------------------------------------------
@@ -169,6 +174,6 @@ def analyze(
     if as_json:
         print_json(analysis.analysis_json(result))
     elif as_csv:
-        analysis_report.write_csv(result, sys.stdout)
+        analysis_report.write_csv(result, text_out())
     elif html is None:
         analyze_view.render(result, console())

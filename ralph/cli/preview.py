@@ -4,10 +4,9 @@ just the prompt); `--json`: one object with all of it."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from ralph.cli.common import console, print_json
+from ralph.cli.common import console, print_json, text_out
 
 
 def show_preview(task: str, flags: dict[str, Any], *, as_json: bool) -> int:
@@ -48,7 +47,7 @@ def show_preview(task: str, flags: dict[str, Any], *, as_json: bool) -> int:
         markup=False,
         soft_wrap=True,
     )
-    sys.stdout.write(preview.prompt if preview.prompt.endswith("\n") else preview.prompt + "\n")
+    text_out().write(preview.prompt if preview.prompt.endswith("\n") else preview.prompt + "\n")
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    text_out,
 )
 
 LoopOpt = Annotated[
@@ -81,7 +81,7 @@ def prompt_command(
     from ralph.cli.views import stored_prompt
 
     store = memory()
-    sys.stdout.write(stored_prompt(store, loop_in(store, loop), iteration))
+    text_out().write(stored_prompt(store, loop_in(store, loop), iteration))
 
 
 @reflections_app.command("validate")
@@ -200,9 +200,12 @@ def reflections_export(
     store = memory()
     loops = [loop_in(store, loop) for loop in loops or []]
     if prov or output is not None:
-        from ralph.memory.provenance import write_prov
+        from ralph.memory.provenance import prov_data, write_prov
 
-        write_prov(store, loops, output=output, fmt=fmt)
+        if output is None:
+            print_json(prov_data(store, loops, fmt=fmt))
+        else:
+            write_prov(store, loops, output=output, fmt=fmt)
         return
     from ralph.memory.transfer import export_records
 

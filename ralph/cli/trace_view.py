@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ralph.actors.trace import TRACE_FILE, Step, Trajectory, read
+from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
 from ralph.errors import StoreError
 from ralph.ids import validate_loop_id
+from ralph.reading import Unreadable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,7 +41,10 @@ def show_trace(
     store: MemoryStore, loop_id: str, iteration: int | None, console: Console, *, as_json: bool
 ) -> None:
     number, path = trace_path(store, loop_id, iteration)
-    trajectory = read(path)
+    try:
+        trajectory = read(path)
+    except Unreadable as exc:
+        raise StoreError(f"{path}: {exc}") from None
     if as_json:
         data = {
             "loop_id": loop_id,
@@ -50,7 +52,9 @@ def show_trace(
             **trajectory.meta(),
             "steps": [step.to_json(i) for i, step in enumerate(trajectory.steps, 1)],
         }
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        from ralph.cli.common import print_json
+
+        print_json(data)
         return
     render_trace(loop_id, number, trajectory, console)
 
@@ -86,6 +90,11 @@ def render_trace(loop_id: str, iteration: int, trajectory: Trajectory, console: 
         console.print(f"{trajectory.unparsed} lines of output were not JSON", markup=False)
     if trajectory.error:
         console.print(f"parsing stopped: {trajectory.error}", markup=False)
+    if trajectory.unread:
+        console.print(
+            f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps",
+            markup=False,
+        )
 
 
 def _table(title: str, trajectory: Trajectory, start: datetime | None, console: Console) -> None:

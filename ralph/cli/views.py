@@ -5,7 +5,6 @@ Listings read state files only; `show` reads one record; `validate` reads what i
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import schemas
 from ralph.errors import ConfigError, StoreError
-from ralph.files import read_json
 from ralph.glyphs import first_line
 from ralph.ids import validate_loop_id
-from ralph.memory.store import RECORD_NAME, MemoryStore
+from ralph.memory.store import RECORD_NAME, MemoryStore, record_problems
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -177,7 +175,13 @@ def show_record(
         path = store.record_path(loop_id, iteration)
         if not path.exists():
             raise StoreError(f"loop {loop_id} has no iteration {iteration}")
-        _print_json(read_json(path))
+        from ralph.memory.store import MAX_RECORD_BYTES
+        from ralph.reading import Unreadable, read_json_bounded
+
+        try:
+            _print_json(read_json_bounded(path, MAX_RECORD_BYTES, strict=False))
+        except Unreadable as exc:
+            raise StoreError(f"{path}: {exc}") from None
         return
     record = store.read_record(loop_id, iteration)
     render_record(record, console)
@@ -381,20 +385,18 @@ def memory_paths(store: MemoryStore) -> list[Path]:
     return found
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (a non-finite number)")
-
-
 def validate_file(path: Path) -> list[str]:
     """Problems of one file: a record (`NNN.json`) or a loop state (`state.json`)."""
-    try:
-        data = json.loads(path.read_text("utf-8"), parse_constant=_no_constant)
-    except (OSError, UnicodeDecodeError) as exc:
-        return [f"cannot read: {exc}"]
-    except json.JSONDecodeError as exc:
-        return [f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
-    except (ValueError, RecursionError) as exc:
-        return [f"not JSON: {exc}"]
-    if path.name == "state.json":
+    from ralph.memory.store import MAX_RECORD_BYTES, MAX_STATE_BYTES
+    from ralph.reading import Unreadable, read_json_bounded
+
+    state = path.name == "state.json"
+    try:  # a record as the import takes it: strict JSON that can be written back as UTF-8
+        data = read_json_bounded(
+            path, MAX_STATE_BYTES if state else MAX_RECORD_BYTES, writable=not state
+        )
+    except Unreadable as exc:
+        return [str(exc)]
+    if state:
         return schemas.errors(schemas.LOOP_STATE, data)
-    return schemas.errors(schemas.RECORD, data)
+    return record_problems(data)

@@ -10,8 +10,10 @@ diagnostics. docs/architecture.md (section "Judging") has the rules in a table.
   that passed fails, no diagnostic that was not there before (matched by file, code and message
   with numbers masked, so moving code does not make a finding new).
 - `success: strict` (`--strict`) makes every check a target: every check must pass.
-- The reward measures progress on the targets and halves for every guard that regressed; it is
-  1.0 exactly when the attempt succeeds and at most 0.99 otherwise.
+- The reward (`combine`) shows harm as harm: a small share for what still works of what worked
+  before the loop, the rest for progress on the targets; an attempt that broke anything scores
+  below every attempt that broke nothing, the baseline included. It is 1.0 exactly when the
+  attempt succeeds and at most 0.99 otherwise.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from ralph.records import Diagnostic
 
 Kind = Literal["tests", "diagnostics", "command"]
-GUARD_PENALTY = 0.5  # the reward is multiplied by this for every guard that regressed
+KEPT_SHARE = 0.1  # the reward's share for keeping what worked; the rest is progress on targets
 
 
 def check_kind(spec: CheckSpec) -> Kind:
@@ -180,6 +182,9 @@ class CheckVerdict:
     regressions: list[Diagnostic] = field(default_factory=list)  # worked before, broken now
     preexisting: int = 0  # a guard's failures that were there before the loop
     progress: float = 0.0  # the target's score in [0, 1]
+    # the share of what worked before the loop that still works, in [0, 1] and below 1 exactly
+    # when something regressed; None when the check had nothing to lose
+    kept: float | None = None
 
 
 def assign_roles(
@@ -287,13 +292,18 @@ def judge_check(outcome: CheckOutcome, base: CheckBaseline | None) -> CheckVerdi
         remaining = _without(outcome.errors, regressions)
         graded = kind == "diagnostics" or outcome.spec.parser == "judge"  # a judge's score
         score = outcome.score if graded else float(ok)
-        return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score)
+        # a command that failed before has nothing to lose; findings can always grow (a loop
+        # from before roles stored no findings, nor the kind: judged as it was then)
+        at_stake = base.kind == kind and (kind == "diagnostics" or base.status == "pass")
+        share = _kept(regressions, None) if at_stake else None
+        return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score, share)
     if not base.judged:
         return CheckVerdict("guard", True, False, preexisting=outcome.error_count)
     if broke and not regressions:
         regressions = list(outcome.errors)
     ok = not regressions
-    return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok))
+    share = _kept(regressions, None)
+    return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok), share)
 
 
 def _judge_tests(
@@ -304,11 +314,12 @@ def _judge_tests(
     broke: bool,
 ) -> CheckVerdict:
     """Per test: the baseline's failures are the targets, the baseline's passes are guarded."""
+    passed_before = set(base.passing) if base.passing is not None else None
     if base.role == "guard":  # any failure the baseline did not have is worse
         regressions = new or (list(outcome.errors) if broke else [])
         ok = not regressions
-        return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok))
-    passed_before = set(base.passing) if base.passing is not None else None
+        share = _kept(regressions, passed_before or None)
+        return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok), share)
     if passed_before is not None:  # a test that passed before the loop and fails now broke
         regressions = [d for d in outcome.errors if failure_key(d) in passed_before]
     else:
@@ -325,7 +336,22 @@ def _judge_tests(
         score = len(fixed) / (len(targets) + len(unheard) + len(regressions))
     else:
         score = outcome.score
-    return CheckVerdict("target", ok, True, fixed, kept + unheard, regressions, 0, score)
+    # only tests that passed before can regress when they are known; else any new failure (a
+    # loop from before roles stored no tests: judged as it was then)
+    legacy = base.kind != "tests"
+    held = None if legacy or passed_before == set() else _kept(regressions, passed_before)
+    remaining = kept + unheard
+    return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score, held)
+
+
+def _kept(regressions: Sequence[Diagnostic], worked: set[str] | None) -> float:
+    """The share of `worked` (the tests that passed before) not among `regressions`; without
+    known tests the check is one thing that works or does not. Below 1 whenever something
+    regressed."""
+    if not worked:
+        return 0.0 if regressions else 1.0
+    lost = len({failure_key(d) for d in regressions})  # a guard's new tests count too
+    return max(0.0, 1.0 - lost / len(worked))
 
 
 def _without(items: Sequence[Diagnostic], drop: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -336,14 +362,36 @@ def _without(items: Sequence[Diagnostic], drop: Sequence[Diagnostic]) -> list[Di
 
 def combine(verdicts: Sequence[tuple[float, CheckVerdict]]) -> tuple[bool, float]:
     """(success, reward) from (weight, verdict) pairs: success is every target green and no
-    guard worse; the reward is the weighted progress on the targets, halved for every guard
-    that regressed, 1.0 only for success and at most 0.99 otherwise."""
+    guard worse, and only success scores 1.0. Otherwise, with P the weighted progress on the
+    targets and K the weighted share of what worked before that still works:
+
+    - nothing to lose (no check has anything that worked): P;
+    - nothing broken: KEPT_SHARE + (1 - KEPT_SHARE) * P, so more fixed scores higher;
+    - something broken: KEPT_SHARE * K * (1 + P) / 2, below KEPT_SHARE and so below the
+      baseline (which kept everything), still ordered by what was kept and fixed;
+
+    at most 0.99 (`BEST_FAILING_REWARD`)."""
     if all(v.ok for _, v in verdicts):
         return True, 1.0
-    targets = [(w, v.progress) for w, v in verdicts if v.role == "target"]
-    total = sum(w for w, _ in targets)
-    if targets and total <= 0:  # every weight zero: count the targets equally
-        targets, total = [(1.0, p) for _, p in targets], float(len(targets))
-    progress = sum(w * min(1.0, max(0.0, p)) for w, p in targets) / total if targets else 1.0
-    regressed = sum(1 for _, v in verdicts if v.role == "guard" and not v.ok)
-    return False, round(min(progress * GUARD_PENALTY**regressed, BEST_FAILING_REWARD), 4)
+    progress = _weighted([(w, v.progress) for w, v in verdicts if v.role == "target"], 1.0)
+    at_stake = [(w, v.kept) for w, v in verdicts if v.kept is not None]
+    if not at_stake:
+        reward = progress
+    elif any(v.regressions for _, v in verdicts if v.kept is not None):
+        kept = _weighted([(w, k) for w, k in at_stake if k is not None], 1.0)
+        reward = KEPT_SHARE * kept * (1 + progress) / 2
+        # strictly below the baseline's KEPT_SHARE or more, after rounding too
+        return False, min(round(reward, 4), KEPT_SHARE - 0.0001)
+    else:
+        reward = KEPT_SHARE + (1 - KEPT_SHARE) * progress
+    return False, round(min(reward, BEST_FAILING_REWARD), 4)
+
+
+def _weighted(pairs: Sequence[tuple[float, float]], empty: float) -> float:
+    """The weighted mean of values clamped to [0, 1]; equal weights when every weight is 0."""
+    if not pairs:
+        return empty
+    total = sum(w for w, _ in pairs)
+    if total <= 0:
+        pairs, total = [(1.0, v) for _, v in pairs], float(len(pairs))
+    return sum(w * min(1.0, max(0.0, v)) for w, v in pairs) / total

@@ -12,7 +12,26 @@ if TYPE_CHECKING:
 
 def baseline_notes(baseline: Baseline, evaluation: Evaluation) -> list[str]:
     """Warnings for checks that could not run, then the roles, one note each."""
-    return [*_broken_checks(evaluation), *_roles(baseline, evaluation)]
+    return [*_broken_checks(evaluation), *_environment(evaluation), *_roles(baseline, evaluation)]
+
+
+def _environment(evaluation: Evaluation) -> list[str]:
+    """Tests that cannot even be imported are the environment's problem, not the agent's task:
+    said before the first attempt, in plain words."""
+    notes = []
+    for outcome in evaluation.outcomes:
+        failures = [d for d in outcome.errors if d.is_import_failure()]
+        if not failures:
+            continue
+        where = f" ({failures[0].location()})" if failures[0].location() else ""
+        notes.append(
+            f"warning: the tests of check {outcome.spec.name!r} cannot even be imported "
+            f"before the loop: {failures[0].message.splitlines()[0][:200]}{where}. That is an "
+            "environment problem (a generated or git-ignored file, a package not installed), "
+            "not the task: fix the environment (README: Several loops at once) rather than "
+            "let the agent work around it"
+        )
+    return notes
 
 
 def _broken_checks(evaluation: Evaluation) -> list[str]:

@@ -138,6 +138,7 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             EXIT_ABORTED,
             ABORTED_MESSAGE,
             reflections_dir=str(store.reflections_dir(loop_id)),
+            store=store,
         )
         reporter.loop_finished(result)
         return result
@@ -194,7 +195,8 @@ def _run_in_worktree(
         raise ConfigError("--worktree needs git", hint="drop --no-git or --worktree")
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
-    for name, value in import_path(workdir, os.environ).items():
+    imports = import_path(workdir, os.environ)
+    for name, value in imports.items():
         reporter.note(f"the checks and the agent import the worktree's code first: {name}={value}")
     dirty = GitWorkspace(root).dirty_files()
     if dirty:
@@ -204,6 +206,7 @@ def _run_in_worktree(
         )
     keep = False
     try:
+        prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)
         runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
         result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
@@ -215,6 +218,37 @@ def _run_in_worktree(
         if not keep:  # refused or already green: only a fresh checkout to throw away
             remove_worktree(workdir, force=True)
             _forget_worktree(store, loop_id)
+
+
+def prepare_worktree(
+    settings: Settings,
+    root: Path,
+    workdir: Path,
+    environ: Mapping[str, str],
+    reporter: Reporter,
+) -> None:
+    """Before the baseline: `.worktreeinclude`'s files, `worktree_setup`, then the parity
+    preflight (tests that import in the checkout must import here too)."""
+    from ralph.loop.parity import check_parity
+    from ralph.workspace.base import name_some
+    from ralph.workspace.parity import INCLUDE_FILE, copy_included, run_setup
+
+    included = copy_included(root, workdir)
+    if included.copied:
+        reporter.note(f"copied from {INCLUDE_FILE}: " + name_some(included.copied, 5))
+    if included.skipped:
+        reporter.note(f"not copied from {INCLUDE_FILE}: " + name_some(included.skipped, 5))
+    if settings.worktree_setup:
+        reporter.note(f"worktree_setup: {settings.worktree_setup}")
+        took = run_setup(
+            settings.worktree_setup,
+            workdir,
+            env=environ,
+            timeout=settings.check_timeout,
+            on_output=reporter.output,
+        )
+        reporter.note(f"worktree_setup done in {took / 1000:.1f}s")
+    check_parity(settings, root, workdir, environ)
 
 
 def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
@@ -251,8 +285,58 @@ def resume_task(
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
+    if store.effective_status(state) in ("paused", "crashed", "failed"):  # else refused below
+        for note in keep_newer_records_apart(store, state):
+            reporter.note(note)
     runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
     return _guard_abort(store, state.loop_id, reporter, lambda: runner.resume(state))
+
+
+def keep_newer_records_apart(store: MemoryStore, state: LoopState) -> list[str]:
+    """`resume` does an iteration past the state's last again and writes its record anew: right
+    for this machine's interrupted attempt, whose prompt.md the record names by its hash; a
+    record from elsewhere (`ralph reflections import` into a paused loop) is moved to
+    `conflicts/<loop>/` first, never overwritten unseen. Returns what was moved, one note each."""
+    import hashlib
+
+    from ralph.memory.transfer import CONFLICTS_DIR
+
+    notes = []
+    for number, path in store.record_paths(state.loop_id):
+        if number <= state.iteration or _own_attempt(store, state.loop_id, number, path):
+            continue
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            target = store.base / CONFLICTS_DIR / state.loop_id / f"{number:03d}-{digest}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except OSError as exc:
+            raise StoreError(
+                f"record {number} is newer than the state of {state.loop_id} and cannot be "
+                f"moved aside: {exc.strerror or exc}",
+                hint=f"move {path} away yourself, then resume again",
+            ) from None
+        notes.append(
+            f"record {number} is newer than the loop's state (imported?), so iteration {number} "
+            f"is done again: that record is kept as {os.path.relpath(target, store.root)}"
+        )
+    return notes
+
+
+def _own_attempt(store: MemoryStore, loop_id: str, number: int, path: Path) -> bool:
+    """The record was written by an attempt of this loop here: its prompt is this machine's."""
+    import hashlib
+
+    from ralph.files import read_json
+
+    prompt = store.artifacts_dir(loop_id, number) / "prompt.md"
+    try:
+        data = read_json(path)
+        sha = hashlib.sha256(prompt.read_bytes()).hexdigest()
+    except (StoreError, OSError):
+        return False
+    extension = data.get("ralph") if isinstance(data, dict) else None
+    return isinstance(extension, dict) and extension.get("prompt_sha256") == sha
 
 
 def loop_workdir(state: LoopState, home: Path) -> Path:

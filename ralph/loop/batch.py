@@ -9,7 +9,11 @@ repository's memory, so the lessons of a loop that finished are there for the lo
 The tasks file is YAML: a list of tasks, or `{defaults: {...}, tasks: [...]}`. A task is a
 mapping with `task` (the text) and optionally `name` (unique; default: from the task),
 `test`, `checks` (names or commands), `actor` and `max_iterations`; a bare string is a task.
-Any mistake is one line naming the entry, and nothing starts.
+Any mistake is one line naming the entry, and nothing starts: every task is checked before the
+first loop is launched, including what would stop its process from starting (a NUL character,
+a task over `MAX_TASK_CHARS`). A task is redacted (ralph.redact) as it is read, as `ralph run`
+redacts its own: the name, loop id and branch derived from it, the loop's command line and
+`--json` never carry a token written into the task.
 
 Which loop belongs to which task is kept in `.aiwg/ralph/loops/batches/<file>-<hash>.json`
 (local, like loop state), so `--resume` continues the paused and crashed loops of that file and
@@ -34,13 +38,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
+from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
+from ralph.redact import redact
 
-TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations")
-DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations")
+TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations", "allow_test_edits")
+DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
 POLL_SECONDS = 0.5
+# A task travels as one command-line argument of `ralph run`: Linux refuses one over 128 KiB
+# (E2BIG). A task is a paragraph or a page; anything longer belongs in a file the task names.
+MAX_TASK_CHARS = 32_000
 EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
 
 
@@ -56,6 +65,7 @@ class BatchTask:
     checks: tuple[str, ...] = ()
     actor: str | None = None
     max_iterations: int | None = None
+    allow_test_edits: bool = False  # a task about the tests (loop/protect.py)
 
 
 # --- the tasks file ----------------------------------------------------------------------------
@@ -65,8 +75,10 @@ def load_tasks(path: Path) -> list[BatchTask]:
     """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
     import yaml
 
+    from ralph.config import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text("utf-8"))
+        data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
     except OSError as exc:
         raise TasksFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -98,7 +110,14 @@ def load_tasks(path: Path) -> list[BatchTask]:
         fields = _fields(path, label, entry, TASK_KEYS)
         if "task" not in fields:
             raise TasksFileError(f"{path}: {label}: missing `task`", hint=f"e.g. {EXAMPLE}")
-        fields.setdefault("name", slug(fields["task"]))
+        if len(fields["task"]) > MAX_TASK_CHARS:
+            raise TasksFileError(
+                f"{path}: {label}: the task is {len(fields['task']):,} characters, over the "
+                f"limit of {MAX_TASK_CHARS:,}",
+                hint="put the details in a file of the repository and name it in the task",
+            )
+        fields["task"] = redact(fields["task"])
+        fields["name"] = redact(fields["name"]) if "name" in fields else slug(fields["task"])
         if fields["name"] in seen:
             raise TasksFileError(
                 f"{path}: {label}: duplicate name {fields['name']!r} "
@@ -134,13 +153,21 @@ def _checked(path: Path, label: str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise wrong("a whole number of at least 1")
         return value
+    if key == "allow_test_edits":
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
     if key == "checks":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
             raise wrong("a check name or command, or a list of them")
+        if any("\x00" in i for i in items):
+            raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
         return tuple(items)
     if not isinstance(value, str) or not value.strip():
         raise wrong("a non-empty string")
+    if "\x00" in value:  # no process can be given it as an argument
+        raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
     return value
 
 
@@ -168,6 +195,8 @@ class Entry:
     stop_reason: str | None = None
     branch: str | None = None
     worktree: str | None = None
+    changed_files: list[dict[str, Any]] | None = None  # read once the loop has finished
+    changes_read: bool = False
 
     def env(self) -> dict[str, str]:
         """Variables the loop's process gets on top of ralph's own environment."""
@@ -179,13 +208,19 @@ class Entry:
         extra = ["--max-iterations", str(limit)] if limit else []
         if self.resume:
             return [*ralph, "resume", self.loop_id, "--json", "--quiet", *extra]
-        argv = [*ralph, "run", self.task.task, "--worktree", "--loop-id", self.loop_id]
+        argv = [*ralph, "run", "--worktree", "--loop-id", self.loop_id]
         argv += ["--json", "--quiet", *extra]
         argv += ["--test", self.task.test] if self.task.test else []
         argv += ["--actor", self.task.actor] if self.task.actor else []
         for check in self.task.checks:
             argv += ["--check", check]
-        return argv
+        argv += ["--allow-test-edits"] if self.task.allow_test_edits else []
+        # last, after `--`: a task like "--help me" is the task, not a flag
+        return [*argv, *self.run_flags(), "--", self.task.task]
+
+    def run_flags(self) -> list[str]:
+        """More flags for a new loop's `ralph run` (a bench arm's)."""
+        return []
 
     def refresh(self, store: MemoryStore) -> bool:
         """Read the loop's state; True when its iteration moved on."""
@@ -199,6 +234,10 @@ class Entry:
         self.branch = state.git.branch if state.git else None
         self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
+        if self.status in ("completed", "failed", "aborted") and not self.changes_read:
+            from ralph.loop.result import changed_files, files_json
+
+            self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
         return moved
 
     def to_json(self) -> dict[str, Any]:
@@ -213,6 +252,7 @@ class Entry:
             "iterations": self.iteration,
             "best_reward": self.best_reward,
             "reward_history": self.rewards,
+            "changed_files": self.changed_files,
             "exit_code": self.exit_code,
             "error": self.error,
         }
@@ -344,6 +384,10 @@ class Batch:
                 env=entry.env(),
                 on_start=lambda proc: self._started(entry, proc),
             )
+        except (OSError, ValueError) as exc:  # validated before: a limit of this machine
+            entry.phase, entry.status, entry.error = "done", "error", f"cannot start: {exc}"
+            self.view.event(entry, f"error: {entry.error}")
+            return
         finally:
             with self.lock:
                 self.running.pop(entry.loop_id, None)
@@ -353,7 +397,7 @@ class Batch:
             stopped = result.exit_code in (130, -signal.SIGINT, -signal.SIGTERM)
             entry.status = "not started" if stopped else "error"
         if result.exit_code not in (0, 1, 3, 130):
-            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            lines = [line for line in strip_escapes(result.stderr).splitlines() if line.strip()]
             entry.error = next((ln for ln in lines if ln.startswith("ralph: ")), None) or (
                 lines[-1] if lines else f"exited {result.exit_code}"
             )
@@ -435,6 +479,8 @@ def run_batch(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    if not resume:  # a resumed batch's new loops check themselves
+        check_parity_once(root, tasks, view)
     entries = plan(store, tasks, tasks_path, resume)
     _note_dirty(root, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
@@ -445,6 +491,21 @@ def run_batch(
             f"interrupted: {saved} loops can go on; `ralph batch --resume {tasks_path}` does that",
         )
     return BatchResult(tasks_path, entries, interrupted)
+
+
+def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
+    """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
+    before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
+    from ralph import config
+    from ralph.loop.parity import batch_needs_probe, probe_batch
+
+    settings = [
+        config.load(root, {"test": task.test, "checks": list(task.checks) or None})
+        for task in tasks
+    ]
+    if batch_needs_probe(root, settings):
+        view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
+        probe_batch(root, settings)
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:

@@ -7,11 +7,11 @@ it is remembered, so a resumed loop does not re-read its old records on every it
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ralph.memory.store import MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, MemoryStore
+from ralph.reading import Unreadable, read_json_bounded
 from ralph.records import IterationRecord
 
 
@@ -31,9 +31,9 @@ class MemoryGuard:
                 )
             if self.store.untouched(path):
                 continue
-            try:
-                on_disk = json.loads(path.read_text("utf-8"))
-            except (OSError, ValueError):
+            try:  # bounded: an actor may have put anything there, a FIFO too
+                on_disk = read_json_bounded(path, MAX_RECORD_BYTES, strict=False)
+            except Unreadable:
                 on_disk = None
             if same_but_obsolete(on_disk, record):
                 self.store._remember(path)  # intact: a stat is enough next time

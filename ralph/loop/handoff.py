@@ -1,8 +1,9 @@
 """A finished loop's work: taken (`ralph apply`) or dropped (`ralph prune`).
 
-Both are implicit feedback (issue 19, memory/feedback.py): applying a loop counts as accepted;
-pruning the branch of a loop that was neither applied nor merged counts as not taken. A person's
-explicit `ralph feedback` always wins over either.
+Both are implicit feedback (memory/feedback.py): applying a loop that succeeded counts as
+accepted (a failed loop's work is applied only when asked for by `--iteration N` or `--force`,
+and never counts); pruning the branch of a loop that was neither applied nor merged counts as
+not taken. A person's explicit `ralph feedback` always wins over either.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from ralph.errors import PreflightError, StoreError
 from ralph.ids import validate_loop_id
-from ralph.memory.feedback import read_feedback, record_feedback
+from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.workspace.branches import Branches
 
@@ -35,15 +36,23 @@ class ApplyOutcome:
 
 
 def apply_loop(
-    store: MemoryStore, loop_id: str, iteration: int | None, cwd: Path | None = None
+    store: MemoryStore,
+    loop_id: str,
+    iteration: int | None,
+    cwd: Path | None = None,
+    *,
+    force: bool = False,
 ) -> ApplyOutcome:
-    """Bring the best (or the chosen) iteration's changes onto the current branch, uncommitted."""
+    """Bring the best (or the chosen) iteration's changes onto the current branch, uncommitted;
+    a loop that did not succeed only when `iteration` is chosen or `force` is given, since its
+    best iteration still fails its checks."""
     state = store.read_state(validate_loop_id(loop_id))
     status = store.effective_status(state)
     if status == "running":
         raise PreflightError(
             f"loop {loop_id} is still running", hint=f"wait for it, or `ralph abort {loop_id}`"
         )
+    succeeded = status == "completed" and state.stop_reason in SUCCEEDED
     git = state.git
     branch = git.branch if git else None
     if git is None or not branch:
@@ -63,6 +72,15 @@ def apply_loop(
             hint=f"its iterations: {have}",
         )
     assert chosen is not None
+    if not succeeded and iteration is None and not force:
+        why = state.stop_reason or status
+        reward = "" if state.best_reward is None else f", reward {state.best_reward:.2f}"
+        raise PreflightError(
+            f"loop {loop_id} did not succeed ({why}): its best iteration {chosen}{reward} "
+            "still fails its checks",
+            hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
+            f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
+        )
     if commit == git.base_commit:
         raise StoreError(
             f"iteration {chosen} of loop {loop_id} changed nothing",
@@ -75,7 +93,8 @@ def apply_loop(
             hint="its branch was deleted (ralph prune?) and git has dropped the commit",
         )
     applied = branches.squash(commit, loop_branch=branch)
-    accepted = bool(applied.files) and status in FINISHED
+    # only a success's own work is taken as a verdict on it (its lessons then rank higher)
+    accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
     if accepted:
         accepted = record_feedback(store, state.loop_id, "accepted", source="apply") is not None
     return ApplyOutcome(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ralph.loop import protect
 from ralph.records import (
     ActorOutput,
     IterationRecord,
@@ -59,6 +60,8 @@ class Acted:
     result: ActorResult
     changes: ChangeSet
     duration_ms: int
+    # test files the attempt edited that were put back before the checks (loop/protect.py)
+    protected: tuple[str, ...] = ()
 
     @functools.cached_property
     def output(self) -> ActorOutput:
@@ -193,10 +196,12 @@ def make_record(
             error_fingerprint=evaluation.fingerprint,
             trace=reflected.trace,
             error_count=error_count,
+            protected_test_edits=list(it.acted.protected) or None,
             **_judgement_fields(evaluation),
         ),
     )
     annotate(record, it.actor_notes())
+    annotate(record, [protect.note(list(it.acted.protected))] if it.acted.protected else [])
     annotate(record, it.acted.changes.git_moves, flag="actor_moved_git")
     return record
 

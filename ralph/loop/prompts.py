@@ -28,6 +28,7 @@ def actor_prompt_context(
     pivot: bool,
     unmatched_edits: Sequence[str],
     reverted: Mapping[str, Any] | None = None,
+    protected_edits: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
     failing = failing_checks(evaluation) if evaluation is not None else []
@@ -55,6 +56,9 @@ def actor_prompt_context(
         "pivot": bool(pivot),
         "unmatched_edits": edits,
         "has_unmatched_edits": bool(edits),
+        # the last attempt's edits of the tests, put back before the checks (loop/protect.py)
+        "protected_edits": list(protected_edits),
+        "has_protected_edits": bool(protected_edits),
     }
 
 

@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ralph.errors import EXIT_ABORTED
+from ralph.errors import EXIT_ABORTED, RalphError
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
+    from ralph.memory.store import MemoryStore
+    from ralph.workspace.branches import ChangedFile
 
 EXIT_CODES = {
     "success": 0,
@@ -57,6 +59,7 @@ class LoopResult:
     best_commit: str | None = None  # the commit holding the best iteration's tree
     worktree: str | None = None
     baseline_reward: float | None = None
+    changed_files: list[ChangedFile] | None = None  # None: unknown (a commit gone)
 
     @classmethod
     def of(
@@ -67,8 +70,10 @@ class LoopResult:
         *,
         reflections_dir: str,
         regressions: int = 0,
+        store: MemoryStore | None = None,
     ) -> LoopResult:
-        """The result of the loop `state` describes, as it was saved."""
+        """The result of the loop `state` describes, as it was saved; with its `store`, the
+        files it changed."""
         baseline = state.baseline
         return cls(
             loop_id=state.loop_id,
@@ -86,6 +91,7 @@ class LoopResult:
             guards=baseline.named("guard") if baseline else [],
             regressions=regressions,
             baseline_reward=baseline.reward if baseline else None,
+            changed_files=changed_files(store, state) if store is not None else [],
             **git_outcome(state),
         )
 
@@ -109,6 +115,7 @@ class LoopResult:
             "base_branch": self.base_branch,
             "base_commit": self.base_commit,
             "best_commit": self.best_commit,
+            "changed_files": files_json(self.changed_files),
         }
 
 
@@ -123,6 +130,41 @@ def git_outcome(state: LoopState) -> dict[str, Any]:
         "best_commit": git.commit_of(best) if git and best else None,
         "worktree": git.worktree if git else None,
     }
+
+
+def changed_files(store: MemoryStore, state: LoopState) -> list[ChangedFile] | None:
+    """The files a loop changed: `git diff --numstat` from its base commit to its best one;
+    without git, what its iterations' records say they changed in the working tree (summed per
+    file). ralph's own `.aiwg/` is never a change; None when git cannot tell."""
+    from ralph.workspace.branches import Branches, ChangedFile
+
+    git, best = state.git, state.best_iteration
+    if git is not None:
+        commit = git.commit_of(best) if best else None
+        if not git.base_commit or not commit or commit == git.base_commit:
+            return []
+        try:
+            return Branches(store.root).changed_files(git.base_commit, commit)
+        except RalphError:  # no repository here any more, or no git: unknown, not an error
+            return None
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    for record in store.valid_records(state.loop_id):
+        for action in record.actor_output.actions:
+            path, lines = action.file_path, action.changes
+            if not path or lines is None or ".aiwg" in path.split("/"):
+                continue
+            added, removed = counts.get(path, (0, 0))
+            counts[path] = (_plus(added, lines.additions), _plus(removed, lines.deletions))
+    return [ChangedFile(path, *counts[path]) for path in sorted(counts)]
+
+
+def _plus(total: int | None, more: int | None) -> int | None:
+    """Line counts add up while known; a count nobody knows (a binary file) stays unknown."""
+    return None if total is None or more is None else total + more
+
+
+def files_json(files: list[ChangedFile] | None) -> list[dict[str, Any]] | None:
+    return None if files is None else [f.to_json() for f in files]
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
@@ -147,6 +189,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
         "reward_history": state.reward_history,
         "usage": state.usage.to_json(),
         **git_outcome(state),  # branch, base_branch, best_commit, worktree
+        "changed_files": files_json(changed_files(store, state)),
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }

@@ -1,7 +1,9 @@
 """When the next attempt starts from an earlier tree instead of the last one.
 
-After an attempt worse than the best tree so far (the starting point's included), or one that
-broke a guard while gaining nothing, the code goes back to the best tree; memory stays, and the
+After an attempt worse than the best tree so far (the starting point's included) the code goes
+back to the best tree; an attempt that broke what worked scores below the baseline
+(judging.combine), yet one that also fixed more targets than the best tree is kept, so the next
+attempt repairs what it broke instead of redoing the fix; memory stays, and the
 next prompt says what was reverted (prompts.reverted_view). Self-Refine's `degraded` stop keeps
 the best iteration the same way. Only with commits to return to (git) and without
 --no-rollback.
@@ -9,6 +11,7 @@ the best iteration the same way. Only with commits to return to (git) and withou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,8 +31,11 @@ class Rollback:
     note: str  # what the loop tells the user
 
 
-def rollback_after(last: IterationRecord, state: LoopState) -> Rollback | None:
-    """The rollback that should follow `last`, or None to go on from its tree."""
+def rollback_after(
+    last: IterationRecord, state: LoopState, earlier: Sequence[IterationRecord] = ()
+) -> Rollback | None:
+    """The rollback that should follow `last`, or None to go on from its tree; `earlier`: the
+    loop's records, to tell what the best tree had fixed."""
     if state.git is None:
         return None
     best, best_reward = state.best_iteration, state.best_reward
@@ -37,6 +43,8 @@ def rollback_after(last: IterationRecord, state: LoopState) -> Rollback | None:
     if best is None or best_reward is None or base_reward >= best_reward:
         best, best_reward = 0, base_reward
     regressed = bool(last.ralph and last.ralph.regressions)
+    if regressed and _fixed(last) > _fixed(next((r for r in earlier if r.iteration == best), None)):
+        return None  # progress with harm: the next attempt repairs the harm from this tree
     if best == last.iteration or not (
         last.reward < best_reward or (regressed and last.reward <= best_reward)
     ):
@@ -48,3 +56,8 @@ def rollback_after(last: IterationRecord, state: LoopState) -> Rollback | None:
     why = "broke what worked before" if regressed else f"fell to {last.reward:.2f}"
     note = f"iteration {last.iteration} {why}: restored the code of {where}"
     return Rollback(best, commit, last.iteration, where, f"{note} (reward {best_reward:.2f})")
+
+
+def _fixed(record: IterationRecord | None) -> int:
+    """Target failures of the baseline a tree fixed (the baseline's own: none)."""
+    return (record.ralph.fixed or 0) if record is not None and record.ralph else 0

@@ -252,6 +252,8 @@ class LoopRunner:
         )
         self._guard_memory(state)
         self._unmatched = list(acted.result.unmatched_edits)
+        if not self.settings.allow_test_edits:  # the tests as the baseline ran them
+            acted = steps.protect(self.parts, self.reporter, prompt, acted, self.baseline)
         evaluated = steps.evaluate(self.parts, self.reporter, prompt, self.baseline)
         reflected = steps.reflect(
             self.parts,
@@ -275,6 +277,7 @@ class LoopRunner:
             self.settings.lessons_before,
         )
         reverted, self._reverted = self._reverted, None
+        last = self.records[-1] if self.records else None
         self.reporter.phase(number, "prompt")
         return steps.prompt(
             self.store,
@@ -287,6 +290,7 @@ class LoopRunner:
             pivot=policy.should_pivot(self._history(), baseline_attempt(state.baseline)),
             unmatched_edits=self._unmatched,
             reverted=reverted,
+            protected_edits=last.ralph.protected_test_edits if last and last.ralph else None,
         )
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:
@@ -306,7 +310,8 @@ class LoopRunner:
         )
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        sha = self.parts.workspace.commit_iteration(iteration_message(record))
+        before = state.baseline.error_count if state.baseline else None
+        sha = self.parts.workspace.commit_iteration(iteration_message(record, before))
         name_commit(record, sha, on_branch=state.git is not None)
         commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
         self.store.write_record(record)
@@ -367,7 +372,7 @@ class LoopRunner:
         """Start the next attempt from the best tree when the last one fell below it."""
         if self.settings.no_rollback or not self.records:
             return
-        rollback = rollback_after(self.records[-1], state)
+        rollback = rollback_after(self.records[-1], state, self.records)
         if rollback is None:
             return
         from ralph.loop.prompts import reverted_view
@@ -399,6 +404,7 @@ class LoopRunner:
             message,
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             regressions=last.counts()["regressions"] if last is not None else 0,
+            store=self.store,
         )
         self.reporter.loop_finished(result)
         return result

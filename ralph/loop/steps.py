@@ -4,8 +4,9 @@ remembers). Each takes the loop's `Parts` and `Reporter` and returns one value o
 compose: the task, what fails now (file:line), the Ω window of this loop's reflections
 (window.py), lessons of other loops' failures like this one, the pivot instruction when the
 loop is about to stall, and what a rollback undid; kept as `NNN/prompt.md`. act: a fresh actor
-process on the tree, whose changes the workspace reads (never the agent's word). evaluate: the
-checks, judged against the baseline, their logs kept. reflect: the agent's trajectory kept, then
+process on the tree, whose changes the workspace reads (never the agent's word). protect: the
+baseline's test files the attempt edited put back (protect.py). evaluate: the checks, judged
+against the baseline, their logs kept. reflect: the agent's trajectory kept, then
 a success note or the reflector's reflection.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.errors import RalphError
@@ -131,6 +132,7 @@ def prompt(
     pivot: bool,
     unmatched_edits: list[str],
     reverted: dict[str, Any] | None,
+    protected_edits: list[str] | None = None,
 ) -> Prompt:
     """Render the actor prompt of attempt `number` and keep it in the attempt's folder."""
     window, omega = reflections
@@ -144,6 +146,7 @@ def prompt(
         pivot=pivot,
         unmatched_edits=unmatched_edits,
         reverted=reverted,
+        protected_edits=protected_edits or (),
     )
     text = render("actor", context, project_root=store.root)
     artifacts = store.artifacts_dir(state.loop_id, number)
@@ -181,6 +184,32 @@ def act(
     result = parts.actor.act(prompt.text, ctx)
     duration = ms_since(clock)
     return Acted(result, parts.workspace.changes(), duration)
+
+
+def protect(
+    parts: Parts, reporter: Reporter, prompt: Prompt, acted: Acted, baseline: Baseline | None
+) -> Acted:
+    """Between act and evaluate: the baseline's test files the attempt edited are put back
+    (loop/protect.py), their diff kept as `NNN/test-edits.diff`; `acted` then reads the tree
+    that is judged, and committed, without them."""
+    from ralph.loop.protect import ProtectedTests, note
+    from ralph.workspace.base import shown
+
+    rule = ProtectedTests.of(baseline)
+    if not rule or not acted.changes.files:
+        return acted
+    workspace, prefix = parts.workspace, acted.changes.prefix
+    edits = rule.edits(acted.changes.files, prefix, workspace.original, workspace.root)
+    if not edits:
+        return acted
+    workspace.put_back([change.path for change in edits])
+    diff = "".join(change.diff.rstrip("\n") + "\n" for change in edits)
+    atomic_write_text(prompt.artifacts / "test-edits.diff", diff, durable=False)
+    changes = workspace.changes()
+    changes.git_moves = acted.changes.git_moves
+    names = [shown(change.path.removeprefix(prefix)) for change in edits]
+    reporter.note(f"iteration {prompt.iteration}: {note(names)}")
+    return replace(acted, changes=changes, protected=tuple(names))
 
 
 def evaluate(
@@ -236,6 +265,7 @@ def reflect(
         earlier=earlier,
         diff_summary=acted.changes.summary(),
         trajectory=steps,
+        protected_edits=acted.protected,
     )
     duration = ms_since(clock)
     if outcome.error:

@@ -10,9 +10,10 @@
   (`CONFIRMED_BOOST`);
 - `analyze` reports the acceptance rate next to the success rate.
 
-Implicit signals use the same file with a weaker source: `apply` (the loop's work was applied:
-accepted) and `prune` (its branch was dropped unapplied: not taken). An implicit signal never
-replaces a person's explicit verdict.
+Implicit signals use the same file with a weaker source: `apply` (a successful loop's work was
+applied: accepted) and `prune` (its branch was dropped unapplied: not taken). An implicit signal
+never replaces a person's explicit verdict, and applying a loop that failed is no verdict: such
+an `apply` is not written, and one written by an earlier version confirms nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ralph.memory.store import MemoryStore
 
 Verdict = Literal["accepted", "rejected", "not_taken"]
+SUCCEEDED = ("success", "already_green")  # the stop reasons of a loop whose checks passed
 FeedbackSource = Literal["explicit", "apply", "prune"]
 SCHEMA = "feedback.schema.json"
 FEEDBACK_FILE = "feedback.json"
@@ -53,6 +55,7 @@ def record_feedback(
     from ralph import schemas
     from ralph.files import atomic_write_json
     from ralph.records import utc_now
+    from ralph.redact import redact
 
     state = store.read_state(loop_id)  # names an unknown loop
     status = store.effective_status(state)
@@ -64,11 +67,14 @@ def record_feedback(
     earlier = read_feedback(store, loop_id)
     if source != "explicit" and earlier is not None and earlier["source"] == "explicit":
         return None
+    if source == "apply" and state.stop_reason not in SUCCEEDED:
+        return None  # applying a failed loop's work says nothing good about its lessons
     data: dict[str, Any] = {
         "loop_id": loop_id,
         "verdict": verdict,
         "source": source,
-        "note": note.strip() if note and note.strip() else None,
+        # redacted as it comes in, like a task: the file, the screen and --json show the same
+        "note": redact(note.strip()) if note and note.strip() else None,
         "timestamp": utc_now(),
         "task": state.task,
         "loop_status": state.stop_reason or state.status,
@@ -206,13 +212,21 @@ def boost_confirmed(store: MemoryStore, lessons: Iterable[Lesson]) -> list[Lesso
     """Lessons from loops a person accepted rank higher (their reflections are confirmed)."""
     from dataclasses import replace
 
-    confirmed = {f["loop_id"] for f in all_feedback(store) if f["verdict"] == "accepted"}
+    confirmed = {f["loop_id"] for f in all_feedback(store) if confirms(f)}
     return [
         replace(lesson, score=round(lesson.score + CONFIRMED_BOOST, 4))
         if lesson.source.split("#")[0] in confirmed and not lesson.id.endswith("#feedback")
         else lesson
         for lesson in lessons
     ]
+
+
+def confirms(fb: dict[str, Any]) -> bool:
+    """An accepted verdict confirms a loop's reflections: a person's, or an `apply` of a loop
+    that succeeded (older versions also wrote one when a failed loop was applied)."""
+    if fb["verdict"] != "accepted":
+        return False
+    return fb["source"] == "explicit" or fb.get("loop_status") in SUCCEEDED
 
 
 def acceptance(store: MemoryStore, loop_ids: Sequence[str]) -> dict[str, Any]:

@@ -9,7 +9,9 @@ their lessons in the prompt's `lessons` section, apart from this loop's own Ω w
   the same error fingerprint is 1. Only candidates at or above `SIMILARITY_THRESHOLD` count.
 - A record's lessons are its `lessons_learned`; without any, its insights that make sense outside
   their loop (no "iteration 3"); without those, its root cause.
-- Obsolete reflections (`ralph.obsolete`) and success notes are never injected.
+- Obsolete reflections (`ralph.obsolete`) and success notes are never injected, nor reflections
+  of the category `ENVIRONMENT_CATEGORY`: tests that could not be imported, as at their loop's
+  baseline, say something about that loop's environment, not about code (reflection/heuristic).
 - Hygiene: near-identical lessons (word-set Jaccard >= `DUPLICATE_THRESHOLD`) count once and the
   newest wording wins; each lesson is capped and all of them fit `LESSON_TOKENS` tokens.
 - Candidates come from the FTS5 index (`ralph.search`), so this stays fast on a large memory.
@@ -22,11 +24,11 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    pass
+from ralph.records import FailureCategory
 
+ENVIRONMENT_CATEGORY: FailureCategory = "configuration_error"  # never a lesson for another loop
 SIMILARITY_THRESHOLD = 0.5
 DUPLICATE_THRESHOLD = 0.8
 LESSON_TOKENS = 400  # all injected lessons together

@@ -14,7 +14,6 @@ import contextlib
 import itertools
 import json
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,11 +21,11 @@ from typing import Any
 
 from ralph import __version__
 from ralph.errors import ConfigError, StoreError
-from ralph.files import atomic_write_text
+from ralph.files import atomic_write_json
 from ralph.ids import validate_loop_id
 from ralph.memory.lessons import lesson_texts, parse_lesson_id
 from ralph.memory.store import MemoryStore
-from ralph.records import IterationRecord, to_json
+from ralph.records import MAX_PHASE_MS, IterationRecord, to_json
 
 NAMESPACE = "https://ralph-loop.dev/prov#"  # ralph's own terms and ids
 JSONLD_CONTEXT = "https://openprovenance.org/prov-jsonld/context.jsonld"
@@ -70,6 +69,29 @@ def _text(value: str | None) -> str | None:
 
 def _time(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
+
+
+def _times(record: IterationRecord) -> list[str | None]:
+    """End, reflect start, evaluate start and act start, as PROV times. The record is written
+    after the reflection: times run back from its timestamp by the durations. What the record
+    cannot tell (a timestamp that does not parse, a duration out of range or before year 1) is
+    unknown, None, and left out of the document."""
+    times: list[str | None] = [None] * 4
+    try:
+        when = datetime.fromisoformat(record.timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return times
+    durations = record.ralph.duration_ms if record.ralph else {}
+    for k, phase in enumerate(("", "reflect", "evaluate", "actor")):
+        ms = durations.get(phase, 0) if phase else 0
+        if not 0 <= ms <= MAX_PHASE_MS:
+            break
+        try:
+            when -= timedelta(milliseconds=ms)
+            times[k] = _time(when)
+        except (OverflowError, ValueError):
+            break
+    return times
 
 
 def _lesson_id(lesson: str) -> str | None:
@@ -132,27 +154,22 @@ def _iteration(
 ) -> None:
     loop, i = record.loop_id, record.iteration
     ext = record.ralph
-    durations = ext.duration_ms if ext else {}
-    end = datetime.fromisoformat(record.timestamp.replace("Z", "+00:00"))
-    # the record is written after the reflection: times run back from it by the durations
-    reflect_start = end - timedelta(milliseconds=durations.get("reflect", 0))
-    evaluate_start = reflect_start - timedelta(milliseconds=durations.get("evaluate", 0))
-    act_start = evaluate_start - timedelta(milliseconds=durations.get("actor", 0))
+    end, reflect_start, evaluate_start, act_start = _times(record)
 
     act = doc.node(
         "activity",
         _id(loop, i, "act"),
-        **{"prov:startTime": _time(act_start), "prov:endTime": _time(evaluate_start)},
+        **{"prov:startTime": act_start, "prov:endTime": evaluate_start},
     )
     evaluate = doc.node(
         "activity",
         _id(loop, i, "evaluate"),
-        **{"prov:startTime": _time(evaluate_start), "prov:endTime": _time(reflect_start)},
+        **{"prov:startTime": evaluate_start, "prov:endTime": reflect_start},
     )
     reflect = doc.node(
         "activity",
         _id(loop, i, "reflect"),
-        **{"prov:startTime": _time(reflect_start), "prov:endTime": _time(end)},
+        **{"prov:startTime": reflect_start, "prov:endTime": end},
     )
     for activity, agent in ((act, actor), (evaluate, ralph), (reflect, reflector)):
         doc.relation("wasAssociatedWith", prov_activity=activity, prov_agent=agent)
@@ -167,7 +184,7 @@ def _iteration(
         },
     )
     doc.relation("wasAttributedTo", prov_entity=prompt, prov_agent=ralph)
-    doc.relation("used", prov_activity=act, prov_entity=prompt, prov_time=_time(act_start))
+    doc.relation("used", prov_activity=act, prov_entity=prompt, prov_time=act_start)
     for j in record.previous_reflections_used or []:
         doc.relation(
             "wasDerivedFrom",
@@ -198,9 +215,7 @@ def _iteration(
             "ralph:linesDeleted": changes.lines_deleted if changes else None,
         },
     )
-    doc.relation(
-        "wasGeneratedBy", prov_entity=code, prov_activity=act, prov_time=_time(evaluate_start)
-    )
+    doc.relation("wasGeneratedBy", prov_entity=code, prov_activity=act, prov_time=evaluate_start)
     doc.relation("wasAttributedTo", prov_entity=code, prov_agent=actor)
     doc.relation("used", prov_activity=evaluate, prov_entity=code)
 
@@ -220,7 +235,7 @@ def _iteration(
         "wasGeneratedBy",
         prov_entity=evaluation,
         prov_activity=evaluate,
-        prov_time=_time(reflect_start),
+        prov_time=reflect_start,
     )
     doc.relation("wasAttributedTo", prov_entity=evaluation, prov_agent=ralph)
     doc.relation("used", prov_activity=reflect, prov_entity=evaluation)
@@ -235,9 +250,7 @@ def _iteration(
             "ralph:source": ext.reflection_source if ext else None,
         },
     )
-    doc.relation(
-        "wasGeneratedBy", prov_entity=reflection, prov_activity=reflect, prov_time=_time(end)
-    )
+    doc.relation("wasGeneratedBy", prov_entity=reflection, prov_activity=reflect, prov_time=end)
     doc.relation("wasAttributedTo", prov_entity=reflection, prov_agent=reflector)
     for k, text in enumerate(lesson_texts(to_json(sr))):
         lesson = doc.node(
@@ -312,14 +325,14 @@ def dumps(document: dict[str, Any], *, fmt: str) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_prov(
-    store: MemoryStore, loop_ids: Sequence[str], *, output: Path | None, fmt: str
-) -> None:
-    """`ralph reflections export --prov`: to stdout, or atomically to `output`."""
+def prov_data(store: MemoryStore, loop_ids: Sequence[str], *, fmt: str) -> dict[str, Any]:
+    """`ralph reflections export --prov` in `fmt` (the CLI prints it as every JSON)."""
     if fmt not in ("json", "jsonld"):
         raise ConfigError(f"--format: unknown PROV format {fmt!r}", hint="json or jsonld")
-    text = dumps(export(store, loop_ids), fmt=fmt)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        atomic_write_text(output, text)
+    document = export(store, loop_ids)
+    return to_jsonld(document) if fmt == "jsonld" else document
+
+
+def write_prov(store: MemoryStore, loop_ids: Sequence[str], *, output: Path, fmt: str) -> None:
+    """`--prov -o FILE`: atomically, its strings redacted one by one (`atomic_write_json`)."""
+    atomic_write_json(output, prov_data(store, loop_ids, fmt=fmt))

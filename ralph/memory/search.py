@@ -35,9 +35,16 @@ from ralph.errors import StoreError
 from ralph.files import RACY_NS
 from ralph.glyphs import clip
 from ralph.ids import LOOP_ID_PATTERN
-from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
+from ralph.memory.lessons import (
+    ENVIRONMENT_CATEGORY,
+    MAX_ERRORS,
+    Failure,
+    lesson_texts,
+    parse_lesson_id,
+)
 from ralph.memory.sqlite_cache import create, open_cache
-from ralph.memory.store import RECORD_NAME, MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore
+from ralph.reading import read_json_bounded
 
 INDEX_NAME = "search.sqlite"
 INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
@@ -257,8 +264,7 @@ class SearchIndex:
 
     def _add(self, loop_id: str, iteration: int, path: str, key: tuple[int, int, int]) -> None:
         try:
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read().decode("utf-8"))
+            data = read_json_bounded(path, MAX_RECORD_BYTES)  # Unreadable is a ValueError
             doc = _document(data, loop_id, iteration)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # unreadable or malformed: remembered, so it is not read again until it changes
@@ -369,6 +375,8 @@ class SearchIndex:
             "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons"
             " FROM docs d WHERE d.valid = 1 AND d.passed = 0 AND d.obsolete = 0"
             " AND d.lessons IS NOT NULL AND d.loop_id IS NOT ?"
+            # an environment's failure (tests that could not be imported) teaches nothing
+            f" AND d.category IS NOT '{ENVIRONMENT_CATEGORY}'"
             + (" AND d.ts < ?" if before is not None else "")
         )
         scope: tuple[Any, ...] = (exclude_loop,) if before is None else (exclude_loop, before)

@@ -102,7 +102,9 @@ class Totals:
             self,
             tokens_in=known_sum((self.tokens_in, tokens_in)),
             tokens_out=known_sum((self.tokens_out, tokens_out)),
-            cost_usd=usage.cost_usd if first else sum_costs(self.cost_usd, usage.cost_usd),
+            cost_usd=sum_costs(usage.cost_usd)
+            if first
+            else sum_costs(self.cost_usd, usage.cost_usd),
         )
 
     def to_json(self) -> dict[str, Any]:

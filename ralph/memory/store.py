@@ -29,6 +29,7 @@ from ralph.files import (
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.locks import acquire, lock_path, process_identity, read_holder
 from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
+from ralph.reading import MB, Unreadable, read_json_bounded
 from ralph.records import IterationRecord, utc_now
 from ralph.redact import redact_data
 
@@ -39,6 +40,7 @@ __all__ = [
     "RecordFile",
     "load_record_file",
     "parse_state",
+    "record_problems",
 ]  # the seam: what other packages use
 
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
@@ -46,6 +48,8 @@ GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"
     "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
 )
+MAX_RECORD_BYTES = 5 * MB  # a record is kilobytes; anything bigger is not one of ours
+MAX_STATE_BYTES = 64 * MB  # a state lists its iterations: megabytes after thousands of them
 MAX_CANDIDATES = 8  # an ambiguous loop id prefix names at most this many loops
 STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
 
@@ -405,12 +409,23 @@ def _written_ns(path: Path) -> int:
         return 0
 
 
-def load_record_file(path: Path, iteration: int) -> RecordFile:
-    try:
-        data = read_json(path)
-    except StoreError as exc:
-        return RecordFile(path, iteration, problems=[exc.message.removeprefix(f"{path}: ")])
+def record_problems(data: Any) -> list[str]:
+    """The schema's verdict on a parsed record, and what its pattern lets by: Python's `$`
+    matches before a final newline, so `ralph-x\n` passes it but names no loop folder."""
     problems = schemas.errors(schemas.RECORD, data)
+    if not problems and not LOOP_ID_PATTERN.fullmatch(data["loop_id"]):
+        problems = [f"$.loop_id: {data['loop_id']!r} is not a loop id (a trailing newline)"]
+    return problems
+
+
+def load_record_file(path: Path, iteration: int) -> RecordFile:
+    """A record file through the bounded reader (`ralph.reading`): every way it can be wrong
+    becomes its problems, never an exception or a read that waits or fills memory."""
+    try:
+        data = read_json_bounded(path, MAX_RECORD_BYTES)
+    except Unreadable as exc:
+        return RecordFile(path, iteration, problems=[str(exc)])
+    problems = record_problems(data)
     if problems:
         return RecordFile(path, iteration, problems=problems)
     try:
@@ -420,7 +435,10 @@ def load_record_file(path: Path, iteration: int) -> RecordFile:
 
 
 def parse_state(path: Path) -> LoopState:
-    data = read_json(path)
+    try:
+        data = read_json_bounded(path, MAX_STATE_BYTES, strict=False)
+    except Unreadable as exc:
+        raise StoreError(f"{path}: {exc}") from None
     problems = schemas.errors(schemas.LOOP_STATE, data)
     if problems:
         raise StoreError(f"{path}: invalid loop state: {problems[0]}")

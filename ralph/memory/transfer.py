@@ -14,10 +14,18 @@ Only records travel, never state files: a loop's branch, worktree and process be
 machine that ran it. A loop known only from its records is described from them
 (`status_from_records`, `records_summary`). Archives are read in memory, never extracted, and
 one member outside the archive's root (`..`, an absolute path, a symlink) refuses the archive.
+
+An import is all or nothing: every source is read and every record validated first (its name,
+loop id, size, that it can be written back as UTF-8), within the limits below, and only then is
+anything written; an error before or while writing leaves the memory as it was. Limits: a
+record of at most `MAX_RECORD_BYTES`, at most `MAX_IMPORT_RECORDS` records and
+`MAX_IMPORT_BYTES` of them in one import (a zip's members are counted by their declared size
+before any is inflated, and again as they are read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,16 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ralph import schemas
 from ralph.errors import StoreError
-from ralph.files import AIWG_DIR, atomic_write_json, atomic_write_text, read_json
+from ralph.files import AIWG_DIR, atomic_write_json, write_atomically
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
-from ralph.memory.store import RECORD_NAME, MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore, record_problems
+from ralph.reading import MB, Unreadable, parse_json, read_bounded, read_json_bounded
+from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
     pass
 
-MAX_RECORD_BYTES = 5_000_000  # a record is kilobytes; anything bigger is not one of ours
+MAX_IMPORT_RECORDS = 100_000  # record files in one import
+MAX_IMPORT_BYTES = 256 * MB  # their total size, inflated: the import holds them until it writes
 CONFLICTS_DIR = "conflicts"
 
 
@@ -47,16 +57,26 @@ class ArchiveRefused(StoreError):
 
 @dataclass
 class Incoming:
-    """One record file found in a source: parsed and validated, or the reason it is not."""
+    """One record file found in a source: its bytes once validated, or the reason it is not.
+
+    The bytes, not the parsed record, are kept until the import writes: what an import holds
+    is bounded by `MAX_IMPORT_BYTES`, and each record is parsed again only to be written."""
 
     origin: str
-    data: dict[str, Any] | None = None
+    raw: bytes | None = None
     problem: str | None = None
+    loop_id: str = ""
+    iteration: int = -1
 
     @property
     def key(self) -> tuple[str, int]:
-        assert self.data is not None
-        return str(self.data["loop_id"]), int(self.data["iteration"])
+        return self.loop_id, self.iteration
+
+    @property
+    def data(self) -> dict[str, Any]:
+        assert self.raw is not None
+        data: dict[str, Any] = json.loads(self.raw)
+        return data
 
 
 @dataclass
@@ -135,28 +155,53 @@ class ImportReport:
 # --- reading sources ---------------------------------------------------------------------------
 
 
+class _Budget:
+    """The import's limits, counted across all its sources."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+
+    def take(self, origin: str, records: int, size: int) -> None:
+        self.records += records
+        self.bytes += size
+        if self.records > MAX_IMPORT_RECORDS:
+            why = f"more than {MAX_IMPORT_RECORDS} records"
+        elif self.bytes > MAX_IMPORT_BYTES:
+            why = f"more than {MAX_IMPORT_BYTES // MB} MB of records"
+        else:
+            return
+        raise StoreError(
+            f"{origin}: {why} in one import; nothing was imported",
+            hint="import fewer loops at a time (`ralph reflections export LOOP...` picks them)",
+        )
+
+
 def read_sources(paths: Sequence[Path]) -> list[Incoming]:
     """Every record file in `paths` (folders, `.zip` archives, record files), all read first.
 
-    An unsafe source raises before anything is imported from any source."""
+    An unsafe source, or one beyond the limits, raises before anything is imported from any."""
     found: list[Incoming] = []
+    budget = _Budget()
     for path in paths:
-        found.extend(_read_source(path))
+        found.extend(_read_source(path, budget))
     return found
 
 
-def _read_source(path: Path) -> Iterator[Incoming]:
+def _read_source(path: Path, budget: _Budget) -> Iterator[Incoming]:
     if not path.exists():
         raise StoreError(f"{path}: no such file or directory")
     if path.is_dir():
-        yield from _read_folder(_records_root(path))
+        yield from _read_folder(_records_root(path), budget)
         return
+    if not path.is_file():  # a FIFO or a device: even a look at its first bytes would wait
+        raise StoreError(f"{path}: not a regular file, a folder or a .zip archive")
     import zipfile
 
     if zipfile.is_zipfile(path):
-        yield from _read_zip(path)
+        yield from _read_zip(path, budget)
     elif RECORD_NAME.match(path.name):
-        yield _parse(str(path), _read_bytes(path), path.name, path.parent.name)
+        yield _parse(str(path), _read_file(path, budget), path.name, path.parent.name)
     else:
         raise StoreError(
             f"{path}: not a folder, a .zip archive or a record (NNN.json)",
@@ -172,7 +217,7 @@ def _records_root(folder: Path) -> Path:
     return folder
 
 
-def _read_folder(root: Path) -> Iterator[Incoming]:
+def _read_folder(root: Path, budget: _Budget) -> Iterator[Incoming]:
     found: list[Path] = []
     for here, dirs, files in os.walk(root, followlinks=False):
         for name in [*dirs, *files]:
@@ -183,20 +228,21 @@ def _read_folder(root: Path) -> Iterator[Incoming]:
                 )
         found.extend(Path(here, name) for name in files if RECORD_NAME.match(name))
     for path in sorted(found):
-        yield _parse(str(path), _read_bytes(path), path.name, path.parent.name)
+        yield _parse(str(path), _read_file(path, budget), path.name, path.parent.name)
 
 
-def _read_bytes(path: Path) -> bytes | str:
-    """The file's bytes, or the reason they cannot be had (a str)."""
+def _read_file(path: Path, budget: _Budget) -> bytes | str:
+    """The file's bytes through the bounded reader, or the reason they cannot be had (a str)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
-    return raw if len(raw) <= MAX_RECORD_BYTES else f"larger than {MAX_RECORD_BYTES} bytes"
+        raw = read_bounded(path, MAX_RECORD_BYTES)
+    except Unreadable as exc:
+        budget.take(str(path), 1, 0)
+        return str(exc)
+    budget.take(str(path), 1, len(raw))
+    return raw
 
 
-def _read_zip(path: Path) -> Iterator[Incoming]:
+def _read_zip(path: Path, budget: _Budget) -> Iterator[Incoming]:
     import zipfile
     import zlib
 
@@ -205,17 +251,24 @@ def _read_zip(path: Path) -> Iterator[Incoming]:
             members = archive.infolist()
             for info in members:
                 _check_member(path, info)
-            for info in members:
+            records = [
+                info
+                for info in members
+                if not info.is_dir() and RECORD_NAME.match(PurePosixPath(info.filename).name)
+            ]
+            # what the archive declares, before anything is inflated; then what it holds
+            declared = _Budget()
+            declared.take(str(path), len(records), sum(max(i.file_size, 0) for i in records))
+            for info in records:
                 member = PurePosixPath(info.filename)
-                if info.is_dir() or not RECORD_NAME.match(member.name):
-                    continue
+                origin = f"{path}:{info.filename}"
                 with archive.open(info) as handle:
                     raw = handle.read(MAX_RECORD_BYTES + 1)
+                budget.take(origin, 1, min(len(raw), MAX_RECORD_BYTES))
                 content: bytes | str = raw
                 if len(raw) > MAX_RECORD_BYTES:
                     content = f"larger than {MAX_RECORD_BYTES} bytes"
-                parent = member.parent.name
-                yield _parse(f"{path}:{info.filename}", content, member.name, parent)
+                yield _parse(origin, content, member.name, member.parent.name)
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError, ValueError) as exc:
         raise StoreError(f"{path}: cannot read the archive: {exc}") from None
 
@@ -241,15 +294,18 @@ def _check_member(path: Path, info: Any) -> None:
 
 
 def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incoming:
+    """Everything a record must be before the import writes anything: strict JSON that can be
+    written back as UTF-8, valid, its loop id a whole id, its name and folder its own."""
     if isinstance(content, str):
         return Incoming(origin, problem=content)
     try:
-        data = json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return Incoming(origin, problem=f"not JSON: {exc}")
-    problems = schemas.errors(schemas.RECORD, data)
+        data = parse_json(content, writable=True)
+    except Unreadable as exc:
+        return Incoming(origin, problem=str(exc))
+    problems = record_problems(data)
     if problems:
         return Incoming(origin, problem=problems[0])
+    loop_id, iteration = data["loop_id"], data["iteration"]
     try:
         from ralph.records import IterationRecord
 
@@ -257,18 +313,21 @@ def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incomin
     except (TypeError, ValueError, KeyError) as exc:
         return Incoming(origin, problem=str(exc))
     match = RECORD_NAME.match(name)
-    if match and int(match.group(1)) != data["iteration"]:
-        return Incoming(origin, problem=f"iteration {data['iteration']} in a file named {name}")
-    if LOOP_ID_PATTERN.fullmatch(folder) and folder != data["loop_id"]:
-        return Incoming(origin, problem=f"loop {data['loop_id']} in a folder named {folder}")
-    return Incoming(origin, data)
+    if match and int(match.group(1)) != iteration:
+        return Incoming(origin, problem=f"iteration {iteration} in a file named {name}")
+    if LOOP_ID_PATTERN.fullmatch(folder) and folder != loop_id:
+        return Incoming(origin, problem=f"loop {loop_id} in a folder named {folder}")
+    return Incoming(origin, content, loop_id=loop_id, iteration=iteration)
 
 
 # --- merging -----------------------------------------------------------------------------------
 
 
 def comparable(data: Any) -> str:
-    """The record's meaning, for equality: a local obsolete mark does not make it different."""
+    """The record's meaning, for equality: a local obsolete mark does not make it different,
+    and it is compared as it is written (redacted), so a record holding a secret equals the
+    copy an earlier import of it wrote."""
+    data = redact_data(data)
     if isinstance(data, dict) and isinstance(data.get("ralph"), dict):
         data = {**data, "ralph": {k: v for k, v in data["ralph"].items() if k != "obsolete"}}
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
@@ -277,43 +336,83 @@ def comparable(data: Any) -> str:
 def import_records(
     store: MemoryStore, paths: Sequence[Path], *, dry_run: bool = False
 ) -> ImportReport:
-    """Merge the records found in `paths` into `store` (see the module docstring)."""
+    """Merge the records found in `paths` into `store` (see the module docstring): everything
+    is read and decided first, then written in one go (`_write_all`), or not at all."""
     incoming = read_sources(paths)
     report = ImportReport(dry_run=dry_run)
-    pending: dict[tuple[str, int], str] = {}  # written (or to be) by this import
+    pending: dict[tuple[str, int], str] = {}  # digests of what this import writes (or would)
+    planned: list[tuple[Path, Incoming]] = []
+    kept_apart: set[Path] = set()
     running: dict[str, bool] = {}
     for item in incoming:
-        if item.data is None:
+        if item.raw is None:
             report.invalid.append((item.origin, item.problem or "invalid"))
             continue
         loop_id, iteration = item.key
         if running.setdefault(loop_id, _running_here(store, loop_id)):
             report.skipped.append((item.origin, f"loop {loop_id} is running here"))
             continue
-        mine = comparable(item.data)
+        mine = _digest(comparable(item.data))
         target = store.record_path(loop_id, iteration)
         known = pending.get((loop_id, iteration))
         if known is None and target.exists():
-            known = _comparable_file(target)
+            known = _digest(_comparable_file(target))
         if known == mine:
             report.unchanged += 1
             continue
         if known is not None:
-            report.conflicts.append(_keep_apart(store, item, mine, dry_run))
+            conflict, path = _keep_apart(store, item, mine, kept_apart)
+            report.conflicts.append(conflict)
+            if conflict.new:
+                kept_apart.add(path)
+                planned.append((path, item))
             continue
         pending[(loop_id, iteration)] = mine
         report.added.append((loop_id, iteration, item.origin))
-        if not dry_run:
-            store.ensure()
-            atomic_write_json(target, item.data)
+        planned.append((target, item))
+    if not dry_run and planned:
+        _write_all(store, planned)
     return report
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _write_all(store: MemoryStore, planned: list[tuple[Path, Incoming]]) -> None:
+    """Write the planned files, each new (a record this memory lacks, a conflict not yet kept);
+    on any failure remove what was written and the folders made for it, so a failed import
+    leaves the memory as it was, and say so."""
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        store.ensure()
+        for path, item in planned:
+            for folder in reversed(path.parents):
+                if folder.is_relative_to(store.base) and not folder.exists():
+                    made.append(folder)
+            atomic_write_json(path, item.data)
+            written.append(path)
+    except BaseException as exc:
+        for done in written:
+            with contextlib.suppress(OSError):
+                done.unlink()
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(exc, (OSError, StoreError, ValueError)):
+            why = exc.message if isinstance(exc, StoreError) else str(exc)
+            raise StoreError(
+                f"the import failed while writing: {why}; nothing was imported"
+            ) from None
+        raise
 
 
 def _comparable_file(path: Path) -> str:
     try:
-        return comparable(read_json(path))
-    except StoreError as exc:  # an unreadable local record still differs from any import
-        return f"unreadable: {exc.message}"
+        return comparable(read_json_bounded(path, MAX_RECORD_BYTES, strict=False))
+    except Unreadable as exc:  # an unreadable local record still differs from any import
+        return f"unreadable: {exc}"
 
 
 def _running_here(store: MemoryStore, loop_id: str) -> bool:
@@ -328,15 +427,14 @@ def _running_here(store: MemoryStore, loop_id: str) -> bool:
         return False
 
 
-def _keep_apart(store: MemoryStore, item: Incoming, mine: str, dry_run: bool) -> Conflict:
+def _keep_apart(
+    store: MemoryStore, item: Incoming, digest: str, planned: set[Path]
+) -> tuple[Conflict, Path]:
     loop_id, iteration = item.key
-    digest = hashlib.sha256(mine.encode("utf-8")).hexdigest()[:12]
-    path = store.base / CONFLICTS_DIR / loop_id / f"{iteration:03d}-{digest}.json"
-    new = not path.exists()
-    if new and not dry_run:
-        atomic_write_json(path, item.data)
+    path = store.base / CONFLICTS_DIR / loop_id / f"{iteration:03d}-{digest[:12]}.json"
+    new = path not in planned and not path.exists()
     shown = os.path.relpath(path, store.root)
-    return Conflict(loop_id, iteration, item.origin, shown, new)
+    return Conflict(loop_id, iteration, item.origin, shown, new), path
 
 
 # --- exporting ---------------------------------------------------------------------------------
@@ -349,8 +447,9 @@ def export_records(
     zip_path: Path | None = None,
     folder: Path | None = None,
 ) -> list[tuple[str, int]]:
-    """Copy the record files of `loop_ids` (default: every loop with records), byte for byte,
-    as `<loop>/NNN.json` into a new `.zip` or a folder. Returns (loop, records) per loop."""
+    """Copy the record files of `loop_ids` (default: every loop with records) as
+    `<loop>/NNN.json` into a new `.zip` or a folder: byte for byte, or redacted (`exported`).
+    Returns (loop, records) per loop."""
     if (zip_path is None) == (folder is None):
         raise StoreError("export needs one destination", hint="--zip FILE or --dir DIR")
     store.require()
@@ -374,8 +473,31 @@ def export_records(
     else:
         assert folder is not None
         for name, path in files:
-            atomic_write_text(folder / name, path.read_text("utf-8"))
+            text = exported(_local(path)).decode("utf-8", errors="replace")
+            write_atomically(folder / name, text)
     return counts
+
+
+def _local(path: Path) -> bytes:
+    """A local record's bytes for an export, through the bounded reader."""
+    try:
+        return read_bounded(path, MAX_RECORD_BYTES)
+    except Unreadable as exc:
+        raise StoreError(f"{path}: {exc}; not exported") from None
+
+
+def exported(raw: bytes) -> bytes:
+    """A record file's bytes as they leave ralph: as they are, or, when a string in it holds a
+    secret (a record written elsewhere, or before a rule was added), the record with its strings
+    redacted one by one (redacting the text could cut through JSON syntax)."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return redact(raw.decode("utf-8", errors="replace")).encode("utf-8")
+    safe = redact_data(data)
+    if safe == data:
+        return raw
+    return (json.dumps(safe, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
@@ -391,7 +513,7 @@ def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
                 info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                archive.writestr(info, path.read_bytes())
+                archive.writestr(info, exported(_local(path)))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:

@@ -26,6 +26,7 @@ def reflection_prompt_context(
     earlier: Sequence[IterationRecord],
     diff_summary: str = "",
     trajectory: str = "",
+    protected_edits: Sequence[str] = (),
 ) -> dict[str, Any]:
     """What reflection.mustache reads: the attempt, the checks' verdict, earlier reflections."""
     actions = []
@@ -63,6 +64,9 @@ def reflection_prompt_context(
         "rationale": cap(actor_output.rationale.strip(), 2000),
         "diff_summary": cap(diff_summary.strip(), 6000),
         "trajectory": cap(trajectory.strip(), 2000),
+        # test files I edited that ralph put back before the checks (loop/protect.py)
+        "protected_edits": list(protected_edits),
+        "has_protected_edits": bool(protected_edits),
         "reward": f"{evaluation.reward:.2f}",
         "checks": [
             {"name": o.spec.name, "status": o.result.status, "summary": judgement_line(o)}

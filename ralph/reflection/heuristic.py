@@ -4,12 +4,14 @@ note on success."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.describe import located_first
 from ralph.glyphs import first_line
+from ralph.memory.lessons import ENVIRONMENT_CATEGORY
 from ralph.records import (
     ActorOutput,
     CreditAssignment,
@@ -62,6 +64,44 @@ def guess_category(
     return CATEGORY_BY_TYPE.get(top.type, "other")
 
 
+ENVIRONMENT_INSIGHT = (
+    "As before the loop, the tests cannot even be imported ({error}): that usually comes from "
+    "the environment (a generated or git-ignored file, a package not installed), not from the "
+    "code the task is about."
+)
+
+
+def environment_failure(evaluation: Evaluation) -> bool:
+    """The attempt failed only on tests that could not be imported, each one as at the baseline:
+    the environment's failure, not the agent's (a category of its own, never a lesson)."""
+    from ralph.evaluators.judging import failure_key
+
+    baseline = evaluation.baseline
+    failing = evaluation.failing()
+    if baseline is None or not failing:
+        return False
+    for outcome in failing:
+        verdict, base = outcome.verdict, baseline.checks.get(outcome.spec.name)
+        errors = [*verdict.remaining, *verdict.regressions] if verdict else []
+        if base is None or not errors:
+            return False
+        if not all(d.is_import_failure() and failure_key(d) in base.failing for d in errors):
+            return False
+    return True
+
+
+def category_follows_failure(reflection: SelfReflection, evaluation: Evaluation) -> SelfReflection:
+    """A model's category yields to the failure's own: an environment failure is
+    `ENVIRONMENT_CATEGORY` (configuration_error), whatever the reflection says."""
+    if not environment_failure(evaluation):
+        return reflection
+    credit = reflection.credit_assignment or CreditAssignment()
+    return dataclasses.replace(
+        reflection,
+        credit_assignment=dataclasses.replace(credit, failure_category=ENVIRONMENT_CATEGORY),
+    )
+
+
 def _changed_files(actor_output: ActorOutput) -> list[str]:
     files = list(actor_output.files_modified or [])
     for action in actor_output.actions:
@@ -78,6 +118,14 @@ def _join(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def tests_edited(paths: Sequence[str]) -> str:
+    """What an attempt that edited the protected tests (loop/protect.py) must do instead."""
+    return (
+        f"Change the code, not the tests: my edits of {', '.join(paths)} were put back before "
+        "the checks ran and did not count."
+    )
+
+
 def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
@@ -87,6 +135,7 @@ def heuristic_reflection(
     actor_output: ActorOutput,
     earlier: Sequence[IterationRecord],
     trajectory: str = "",
+    protected_edits: Sequence[str] = (),
 ) -> SelfReflection:
     """A first-person reflection built only from the diagnostics and the agent's own trace
     (the compact line of ralph.trace): concrete, never invented."""
@@ -99,6 +148,9 @@ def heuristic_reflection(
     fixed = [key for o in evaluation.outcomes if o.verdict for key in o.verdict.fixed]
     broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
     insights = [_check_insight(o) for o in failing]
+    environment = environment_failure(evaluation)
+    if environment:  # not "fix pkg/__init__.py:1 first": the import is not the task
+        insights = [ENVIRONMENT_INSIGHT.format(error=first_line(errors[0].message, 160))]
     if not files:
         insights.insert(0, "Make an actual code change: the last attempt changed no files.")
     if repeats:
@@ -107,6 +159,8 @@ def heuristic_reflection(
             f"Abandon the approach of iteration {repeats[-1]}: it produced exactly the same "
             "errors; try a different strategy.",
         )
+    if protected_edits:
+        insights.insert(0, tests_edited(protected_edits))
     notes = [check_note(trajectory, o.spec.name, o.spec.command) for o in failing]
     traced = [note for note in notes if note]
     insights[:0] = [advice for _, advice in traced]
@@ -127,8 +181,10 @@ def heuristic_reflection(
         credit_assignment=CreditAssignment(
             failing_action_indices=indices,
             root_cause=redact(_root_cause(failing, broken or errors)),
-            failure_category=guess_category(
-                errors, bool(files), fixed=bool(fixed), broke=bool(broken)
+            failure_category=(
+                ENVIRONMENT_CATEGORY
+                if environment
+                else guess_category(errors, bool(files), fixed=bool(fixed), broke=bool(broken))
             ),
         ),
         causal_reasoning=redact(_causal(failing, errors)),

@@ -12,6 +12,7 @@ context in `context`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +29,11 @@ from ralph.records import (
 )
 from ralph.redact import redact
 from ralph.reflection.context import reflection_prompt_context
-from ralph.reflection.heuristic import heuristic_reflection, success_reflection
+from ralph.reflection.heuristic import (
+    category_follows_failure,
+    heuristic_reflection,
+    success_reflection,
+)
 from ralph.reflection.parsing import parse_reflection, reflection_repair_context
 from ralph.reflection.quality import quality_flags
 from ralph.templates import render
@@ -72,13 +77,17 @@ class Reflector:
         earlier: list[IterationRecord],
         diff_summary: str = "",
         trajectory: str = "",
+        protected_edits: Sequence[str] = (),
     ) -> ReflectionOutcome:
+        """`protected_edits`: test files the attempt edited that ralph put back unjudged."""
         if evaluation.passed:
             return ReflectionOutcome(success_reflection(evaluation, actor_output), "success")
         usage = _UsageSum()
         try:
             if self.client is None:
-                return self._heuristic(evaluation, actor_output, earlier, usage, None, trajectory)
+                return self._heuristic(
+                    evaluation, actor_output, earlier, usage, None, trajectory, protected_edits
+                )
             context = reflection_prompt_context(
                 task=task,
                 iteration=iteration,
@@ -87,6 +96,7 @@ class Reflector:
                 earlier=earlier,
                 diff_summary=diff_summary,
                 trajectory=trajectory,
+                protected_edits=protected_edits,
             )
             prompt = redact(render("reflection", context, project_root=self.project_root))
             messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
@@ -106,7 +116,9 @@ class Reflector:
             reason = f"reflection invalid after one repair: {problems[0]}"
         except Exception as exc:  # a reflector failure must never stop the loop
             reason = one_line(exc)
-        return self._heuristic(evaluation, actor_output, earlier, usage, reason, trajectory)
+        return self._heuristic(
+            evaluation, actor_output, earlier, usage, reason, trajectory, protected_edits
+        )
 
     def _chat(self, messages: list[Message], usage: _UsageSum) -> str:
         assert self.client is not None
@@ -121,6 +133,7 @@ class Reflector:
         evaluation: Evaluation,
         usage: _UsageSum,
     ) -> ReflectionOutcome:
+        reflection = category_follows_failure(reflection, evaluation)
         flags = quality_flags(reflection, evaluation)
         return usage.outcome(reflection, source, flags, None)
 
@@ -132,8 +145,11 @@ class Reflector:
         usage: _UsageSum,
         error: str | None,
         trajectory: str = "",
+        protected_edits: Sequence[str] = (),
     ) -> ReflectionOutcome:
-        reflection = heuristic_reflection(evaluation, actor_output, earlier, trajectory)
+        reflection = heuristic_reflection(
+            evaluation, actor_output, earlier, trajectory, protected_edits
+        )
         flags = quality_flags(reflection, evaluation)
         return usage.outcome(reflection, "heuristic", flags, error)
 

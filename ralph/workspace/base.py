@@ -1,17 +1,17 @@
 """The Workspace seam: what the loop needs from the project directory, with or without git.
 
 The loop drives one lifecycle through it: `preflight_loop` (refuse before any check runs),
-`start_loop` (the loop branch), per iteration `begin_iteration`, `changes`, `commit_iteration`
-and `restore` (rollback), and `resume_loop` after an interruption. `GitWorkspace` (git.py)
-keeps a branch with one commit per iteration; `SnapshotWorkspace` (snapshot.py), outside git,
-hashes files to see what an attempt changed and answers the rest with no-ops. Both report a
-`ChangeSet`, so the loop records what the actor really did either way. `GitState` is what the
-loop's state file keeps of the branch.
+`start_loop` (the loop branch), per iteration `begin_iteration`, `changes`, `original` and
+`put_back` (protected tests), `commit_iteration` and `restore` (rollback), and `resume_loop`
+after an interruption. `GitWorkspace` (git.py) keeps a branch with one commit per iteration;
+`SnapshotWorkspace` (snapshot.py), outside git, hashes files to see what an attempt changed and
+answers the rest with no-ops. Both report a `ChangeSet`, so the loop records what the actor
+really did either way. `GitState` is what the loop's state file keeps of the branch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,9 +61,13 @@ class ChangeSet:
         *,
         pending: Future[list[FileChange]] | None = None,
         git_moves: list[str] | None = None,
+        prefix: str = "",
     ) -> None:
         self._files = files
         self._pending = pending
+        # where the workspace's root lies under the paths (git names them from the repository's
+        # top, which a project in a subfolder is not): "" or "sub/dir/"
+        self.prefix = prefix
         # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
         self.git_moves: list[str] = git_moves or []
 
@@ -202,6 +206,16 @@ class Workspace(Protocol):
 
     def restore(self, commit: str) -> None:
         """Roll the code back to `commit` (memory stays); raises without git."""
+        ...
+
+    def original(self, path: str) -> bytes | None:
+        """The file `path` (as `changes()` names it) as the attempt found it at
+        `begin_iteration`; None when it was not there."""
+        ...
+
+    def put_back(self, paths: Sequence[str]) -> None:
+        """Make `paths` (as `changes()` names them) what they were at `begin_iteration`: a file
+        that was not there is removed. The attempt's other changes stay (loop/protect.py)."""
         ...
 
     def current_commit(self) -> str | None: ...

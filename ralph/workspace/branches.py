@@ -3,18 +3,54 @@
 `apply` is `git merge --squash` of the chosen iteration's commit: its changes land in your work
 tree and index, uncommitted, and `git commit` then offers a message listing the iterations.
 `prune` deletes a loop's branch, its rescue refs and its worktree; never a record, and never a
-worktree holding changes nobody committed.
+worktree holding changes nobody committed. `changed_files`: what a loop's best commit changed
+since its base, for the summary, `ralph status` and the batch table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ralph.errors import PreflightError
-from ralph.workspace.base import name_some
+from ralph.workspace.base import name_some, shown
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    """One file a loop changed, with its lines added and removed (None for a binary file)."""
+
+    path: str
+    added: int | None
+    removed: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "added": self.added, "removed": self.removed}
+
+
+# ralph's own memory is no change of the loop's, wherever the project keeps it
+NOT_CHANGES = (":(exclude,glob).aiwg/**", ":(exclude,glob)**/.aiwg/**")
+
+
+def parse_numstat(out: str) -> list[ChangedFile]:
+    """`git diff --numstat -z --no-renames` as files: `-` counts (a binary file) are None; a
+    name that is not UTF-8 shown with U+FFFD (`shown`), so JSON and a terminal can take it."""
+    files = []
+    for item in out.split("\0"):
+        added, removed, path = ([*item.split("\t", 2), "", ""])[:3]
+        if not path:
+            continue
+        files.append(
+            ChangedFile(
+                shown(path),
+                int(added) if added.isdigit() else None,
+                int(removed) if removed.isdigit() else None,
+            )
+        )
+    return files
 
 
 @dataclass
@@ -45,6 +81,15 @@ class Branches:
 
     def contains(self, ancestor: str, rev: str) -> bool:
         return self._git.ok("merge-base", "--is-ancestor", ancestor, rev)
+
+    def changed_files(self, base: str, commit: str) -> list[ChangedFile] | None:
+        """What `commit` changed since `base`, file by file, ralph's memory left out; None when
+        git cannot tell (a commit is gone)."""
+        status, out, _ = self._git.run(
+            "diff", "--numstat", "-z", "--no-renames", base, commit, "--", ":/", *NOT_CHANGES,
+            check=False,
+        )  # fmt: skip
+        return parse_numstat(out.decode("utf-8", "surrogateescape")) if status == 0 else None
 
     # apply ------------------------------------------------------------------------------------
     def squash(self, commit: str, *, loop_branch: str | None) -> Applied:

@@ -1,7 +1,9 @@
 """What an iteration's commit says, so `git log` of a loop branch reads as the loop went.
 
-Subject: `ralph(<short id>): iteration N — <first check status>`; body: the reflection's root
-cause (what the attempt got wrong, or that it passed) and the reward, wrapped for git.
+Subject: `ralph(<short id>): iteration N — <first check status>`, and what the attempt broke
+(`3 → 12 failing, 9 new`); body: the reflection's root cause (what the attempt got wrong, or
+that it passed) and the reward with its change from the attempt before (the baseline for the
+first), negative when worse, wrapped for git.
 """
 
 from __future__ import annotations
@@ -33,10 +35,27 @@ def checks_status(record: IterationRecord) -> str:
     return f"{first.tool} {first.status}{more}"
 
 
-def iteration_message(record: IterationRecord) -> str:
-    subject = (
-        f"ralph({short_id(record.loop_id)}): iteration {record.iteration} — {checks_status(record)}"
-    )
+def harm_text(before: int, now: int, new: int) -> str:
+    """What an attempt broke, in the words every screen uses: `3 → 12 failing, 9 new`."""
+    return f"{before} → {now} failing, {new} new"
+
+
+def record_harm(record: IterationRecord, baseline_errors: int | None) -> str | None:
+    """`harm_text` of a record against the baseline's error count; None when it broke
+    nothing."""
+    new = record.ralph.regressions if record.ralph else None
+    if not new or baseline_errors is None:
+        return None
+    return harm_text(baseline_errors, record.error_count, new)
+
+
+def iteration_message(record: IterationRecord, baseline_errors: int | None = None) -> str:
+    """The commit message of `record`; with the baseline's error count, what it broke."""
+    status = checks_status(record)
+    harm = record_harm(record, baseline_errors)
+    if harm:
+        status = f"{status}: {harm}"
+    subject = f"ralph({short_id(record.loop_id)}): iteration {record.iteration} — {status}"
     credit = record.self_reflection.credit_assignment
     cause = credit.root_cause if credit and credit.root_cause else None
     paragraphs = []
@@ -47,7 +66,9 @@ def iteration_message(record: IterationRecord) -> str:
     delta = record.performance_delta
     change = ""
     if delta is not None and delta.reward_change is not None:
-        change = f" ({delta.reward_change:+.2f})"
+        before = record.reward - delta.reward_change
+        was = "the baseline" if record.iteration == 1 else f"iteration {record.iteration - 1}"
+        change = f" ({delta.reward_change:+.2f} from {was}'s {before:.2f})"
     paragraphs.append(f"Reward: {record.reward:.2f}{change}\nLoop: {record.loop_id}")
     return subject + "\n\n" + "\n\n".join(paragraphs)
 

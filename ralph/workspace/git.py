@@ -1,24 +1,29 @@
 """Git for the loop: a clean-tree guard, the loop branch, one commit per iteration, rollback.
 
 Everything here protects user work: no `git clean`, no hard reset, nothing under `.aiwg/ralph/`
-is ever committed or checked out (memory survives rollbacks), and diffs and commits are built in
-a temporary index so the user's own index is left alone.
+is ever committed or checked out (memory survives rollbacks), nothing git ignored when the loop
+started is ever committed or removed (`ignored.py`), and diffs and commits are built in a
+temporary index so the user's own index is left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from ralph.errors import PreflightError, RalphError
+from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
+from ralph.workspace import ignored
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
@@ -95,6 +100,9 @@ class GitWorkspace:
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
         self._head_tree: tuple[str, str] | None = None  # that commit and its tree (immutable)
         self._branch: str | None = None  # the loop's branch, once started or resumed
+        rel = Path(os.path.relpath(self.root, top)).as_posix()
+        self._prefix = "" if rel == "." else rel + "/"  # the root under the repository's top
+        self._ignored: Path | None = None  # what git ignored at loop start (ignored.py)
 
     def _identity_env(self) -> dict[str, str]:
         """The user's identity when configured, else `ralph <ralph@localhost>`; never fail."""
@@ -118,12 +126,69 @@ class GitWorkspace:
         return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
 
     def dirty_files(self) -> list[str]:
-        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`."""
+        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
+        ignored when the loop started counts as ignored whatever `.gitignore` says now."""
         entries = self._git.names(
             "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
             "--", ".", self._exclude,
         )  # fmt: skip
-        return [entry[3:] for entry in entries]
+        untracked = [entry[3:] for entry in entries if entry.startswith("?? ")]
+        kept = set(self._ignored_at_start(untracked)) if untracked else set()
+        return [entry[3:] for entry in entries if entry[3:] not in kept]
+
+    # -- what git ignored at loop start ----------------------------------------------------------
+
+    def _git_path(self, name: str) -> Path:
+        return Path(self._git.text("rev-parse", "--path-format=absolute", "--git-path", name))
+
+    def _keep_ignored(self, loop_id: str, *, fresh: bool) -> None:
+        """Record what git ignores now (`fresh`, or when no record exists: a loop started by an
+        older ralph), then let every git command of this loop read it."""
+        path = ignored.exclude_path(self._git_path, loop_id)
+        if fresh or not path.is_file():
+            configured = self._git.run("config", "--path", "core.excludesFile", check=False)[1]
+            sources = ignored.global_sources(
+                configured.decode("utf-8", "surrogateescape").strip(),
+                os.environ.get("XDG_CONFIG_HOME"),
+                os.environ.get("HOME"),
+            )
+            sources.append(self._git_path("info/exclude"))
+            ignored.write_snapshot(path, self._git.toplevel, self._git.names, sources)
+        self._git.env.update(ignored.config_env(path))
+        self._ignored = path
+
+    def _ignored_at_start(self, paths: list[str]) -> list[str]:
+        """Those of `paths` (in the index or not) that the loop-start record matches."""
+        if self._ignored is None or not paths:
+            return []
+        found: list[str] = []
+        query = ("ls-files", "-z", "--cached", "--others", "--ignored")
+        for start in range(0, len(paths), 200):
+            chunk = [f":(literal){name}" for name in paths[start : start + 200]]
+            found += self._git.names(*query, f"--exclude-from={self._ignored}", "--", *chunk)
+        return found
+
+    def _unstage_ignored(self, env: Mapping[str, str] | None = None) -> None:
+        """Take out of the index `env` names what was ignored at loop start and is not in HEAD
+        (an agent's `!pattern` in `.gitignore`, its `git add -f`): it is never committed."""
+        if self._ignored is None:
+            return
+        query = ("ls-files", "-z", "--cached", "--ignored", f"--exclude-from={self._ignored}")
+        staged = self._git.names(*query, "--", ".", self._exclude, env=env)
+        if not staged:
+            return
+        tracked: set[str] = set()
+        if self.current_commit() is not None:
+            for start in range(0, len(staged), 200):
+                chunk = [f":(literal){name}" for name in staged[start : start + 200]]
+                tracked.update(
+                    self._git.names("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *chunk)
+                )
+        dropped = [name for name in staged if name not in tracked]
+        for start in range(0, len(dropped), 200):
+            chunk = [f":(literal){name}" for name in dropped[start : start + 200]]
+            rm = ("rm", "-r", "-q", "--cached", "--ignore-unmatch")
+            self._git.run(*rm, "--", *chunk, env=env)
 
     # -- temporary index: diffs and commits without touching the user's index -------------------
 
@@ -151,6 +216,7 @@ class GitWorkspace:
         `staged`: the index holds the work tree already (copied right after an `add -A`)."""
         if not staged:
             self._git.run("add", "-A", "--", ".", self._exclude, env=env)
+            self._unstage_ignored(env)
         if memory_from_head:  # what the user staged under .aiwg/ralph stays out of our commits
             if head:
                 self._git.run("reset", "-q", "HEAD", "--", self._memory, env=env)
@@ -190,9 +256,26 @@ class GitWorkspace:
         with self._scratch_index() as env:
             tree = self._stage_tree(env)
         if tree == base:
-            return ChangeSet([], git_moves=moves)
+            return ChangeSet([], git_moves=moves, prefix=self._prefix)
         pending = _background().submit(self._diff_trees, base, tree)
-        return ChangeSet(pending=pending, git_moves=moves)
+        return ChangeSet(pending=pending, git_moves=moves, prefix=self._prefix)
+
+    def original(self, path: str) -> bytes | None:
+        """`path` (from the repository's top) in the tree `begin_iteration` staged."""
+        base = self._base_tree or self._tree_of(self.current_commit())
+        status, out, _ = self._git.run("cat-file", "blob", f"{base}:{path}", check=False)
+        return out if status == 0 else None
+
+    def put_back(self, paths: Sequence[str]) -> None:
+        """Files as `begin_iteration` found them: `git restore` from that tree (bytes and mode
+        exactly), what was not there removed; the index is left alone."""
+        base = self._base_tree or self._tree_of(self.current_commit())
+        there = set(self._git.names("ls-tree", "-z", "--name-only", base, "--", *_literal(paths)))
+        self._remove([name for name in paths if name not in there])
+        back = [name for name in paths if name in there]
+        for start in range(0, len(back), 200):
+            chunk = _literal(back[start : start + 200])
+            self._git.run("restore", f"--source={base}", "--worktree", "--", *chunk)
 
     def reclaim(self) -> list[str]:
         """Put the loop's branch back where ralph's last commit left it and check it out again,
@@ -269,6 +352,7 @@ class GitWorkspace:
         nothing gets no empty commit: HEAD is its commit)."""
         head = self._committed_head or self.current_commit()
         self._git.run("add", "-A", "--", ".", self._exclude)  # the user's index mirrors HEAD after
+        self._unstage_ignored()
         with self._scratch_index() as env:  # a copy of that index: the work tree is staged
             tree = self._stage_tree(env, memory_from_head=True, head=head, staged=True)
         if head and tree == self._tree_of(head):
@@ -305,8 +389,10 @@ class GitWorkspace:
         self._git.run("reset", "-q", "--", ".", self._exclude)  # the index mirrors HEAD again
 
     def _remove(self, paths: list[str]) -> None:
+        """Delete these files (never one ignored at loop start) and the directories they empty."""
         top = self._git.toplevel
-        for name in paths:
+        kept = set(self._ignored_at_start(paths))
+        for name in (name for name in paths if name not in kept):
             path = top / name
             with contextlib.suppress(OSError):  # a directory (say, a submodule) is left alone
                 path.unlink()
@@ -340,7 +426,8 @@ class GitWorkspace:
                 hint="commit or stash them first, or pass --allow-dirty to keep them in the loop",
             )
         branch = loop_branch(loop_id)
-        if self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
+        exists = self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}")
+        if exists and self._adoptable(loop_id) is None:
             raise PreflightError(
                 f"branch {branch} already exists", hint="use `ralph resume` or another --loop-id"
             )
@@ -354,6 +441,10 @@ class GitWorkspace:
         any rollback, even to the very beginning, brings that work back rather than dropping it.
         """
         head, dirty = self._preflight(loop_id, allow_dirty=allow_dirty)
+        adopted = self._adoptable(loop_id)
+        if adopted is not None:
+            return self._adopt(loop_id, adopted, dirty=bool(dirty))
+        self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
         original = self._current_branch()
         saved = (
@@ -361,6 +452,8 @@ class GitWorkspace:
             if dirty
             else None
         )
+        start = GitState(branch, head, original, head, saved)
+        write_atomically(self._start_path(loop_id), json.dumps(start.to_json()) + "\n")
         self._git.run("checkout", "-q", "-b", branch)  # same commit: the tree is untouched
         self._branch, self._committed_head = branch, head
         base = head
@@ -374,6 +467,46 @@ class GitWorkspace:
             original_commit=head,
             user_changes=saved,
         )
+
+    def _start_path(self, loop_id: str) -> Path:
+        """How the loop's branch began, written before the branch exists (in the git dir)."""
+        return self._git_path(f"ralph/{loop_id}/start.json")
+
+    def _adoptable(self, loop_id: str) -> GitState | None:
+        """The start of this loop's own branch, when a run killed right after creating it left
+        the branch but no state naming it: the branch still at the start commit, or at the
+        starting-point commit on it (`--allow-dirty`). None for any other branch of that name."""
+        try:
+            start = GitState.from_json(json.loads(self._start_path(loop_id).read_text()))
+        except (OSError, ValueError, AttributeError):
+            return None
+        tip = self._rev(f"refs/heads/{loop_branch(loop_id)}")
+        if tip is None or not start.original_commit or start.branch != loop_branch(loop_id):
+            return None
+        if tip == start.original_commit:
+            return start
+        parent = self._rev(f"{tip}^")
+        subject = self._git.text("log", "-1", "--format=%s", tip)
+        if parent == start.original_commit and subject.startswith(f"ralph: {loop_id} starting"):
+            return replace(start, base_commit=tip)
+        return None
+
+    def _adopt(self, loop_id: str, start: GitState, *, dirty: bool) -> GitState:
+        """Go on with the branch a killed start of this loop created (`_adoptable`)."""
+        branch = start.branch or loop_branch(loop_id)
+        self._keep_ignored(loop_id, fresh=False)
+        if self._current_branch() != branch:
+            if self.current_commit() == self._rev(f"refs/heads/{branch}"):
+                self._git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")  # same commit
+            else:
+                self._checkout_loop_branch(branch)
+        base = start.base_commit or start.original_commit or ""
+        self._branch, self._committed_head = branch, base
+        if dirty and base == start.original_commit:  # killed before the starting point's commit
+            where = start.original_branch or base
+            note = f"ralph: {loop_id} starting point (uncommitted changes on {where})"
+            base = self.commit_iteration(note) or base
+        return replace(start, branch=branch, base_commit=base)
 
     def _stash_user_changes(self, where: str) -> str:
         """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
@@ -448,6 +581,7 @@ class GitWorkspace:
         """
         if git is None:  # a loop that never had a branch (started outside git)
             return []
+        self._keep_ignored(loop_id, fresh=False)
         branch = git.branch or ""
         expected = git.commit_of(iteration) or git.base_commit
         if not branch or not expected or self._rev(expected) is None:
@@ -558,6 +692,10 @@ def _numstat_change(entry: str, status: Mapping[str, str]) -> FileChange:
     if added == "-":  # git marks binary files with dashes
         return FileChange(path, kind, 0, 0, "binary file")
     return FileChange(path, kind, int(added), int(deleted), "")
+
+
+def _literal(paths: Sequence[str]) -> list[str]:
+    return [f":(literal){name}" for name in paths]
 
 
 def _read_or_none(path: Path) -> bytes | None:

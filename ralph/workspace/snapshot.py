@@ -11,6 +11,7 @@ import hashlib
 import os
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +70,26 @@ class SnapshotWorkspace:
             )
             files.append(_text_change(path, kind, old, new))
         return ChangeSet(files)
+
+    def original(self, path: str) -> bytes | None:
+        state = self._base.get(path)
+        if state is None:
+            return None
+        if state.content is None:
+            raise RalphError(f"{path} is too large to keep outside git", hint="use git")
+        return zlib.decompress(state.content)
+
+    def put_back(self, paths: Sequence[str]) -> None:
+        """Written back from the snapshot of `begin_iteration` (files over 1 MiB are not kept
+        there: those need git); a file that was not there is removed."""
+        for name in paths:
+            path = self.root / name
+            data = self.original(name)
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
 
     def commit_iteration(self, message: str) -> str | None:
         return None

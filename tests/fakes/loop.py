@@ -50,6 +50,9 @@ VERSIONS = {
     "full": "def f(x: int) -> int:\n    return abs(x)\n",
 }
 TESTS = ("test_one", "test_two", "test_three", "test_negative")
+TEST_FILE = "tests/test_calc.py"  # where FakeTests says its tests live
+TEST_TEXT = "from calc import f\n\n\ndef test_one():\n    assert f(1) == 1\n"
+WEAKENED = "pytest.skip"  # in TEST_FILE, every test of FakeTests passes: a test edit that cheats
 PASSING = {  # which of TESTS each version of calc.py passes
     "zero": (),
     "half": ("test_one", "test_two"),
@@ -185,13 +188,16 @@ class FakeTests:
         text = calc.read_text() if calc.exists() else ""
         version = next((v for v, t in VERSIONS.items() if t == text), None)
         passing = set(PASSING.get(version or "", ()))
+        tests = cwd / TEST_FILE
+        if tests.exists() and WEAKENED in tests.read_text():  # an agent "fixed" the tests
+            passing = set(TESTS)
         errors = [
             Diagnostic(
                 type="test_failure",
                 message=f"assert f(...) == ...: {test} failed",
-                file="tests/test_calc.py",
+                file=TEST_FILE,
                 line=4 + 4 * n,
-                rule=f"tests/test_calc.py::{test}",
+                rule=f"{TEST_FILE}::{test}",
             )
             for n, test in enumerate(TESTS)
             if test not in passing
@@ -203,7 +209,7 @@ class FakeTests:
             errors=errors,
             metrics=Metrics(len(passing), len(errors), len(TESTS)),
             score=len(passing) / len(TESTS),
-            passed_tests={f"tests/test_calc.py::{t}" for t in passing},
+            passed_tests={f"{TEST_FILE}::{t}" for t in passing},
         )
 
 
@@ -356,12 +362,17 @@ def make_loop(
     git: bool = True,
     calc: str = "zero",
     evaluator: Any = None,
+    tests: bool = False,
     **settings: Any,
 ) -> Loop:
     """A project in `root` (calc.py at `calc`) and a LoopRunner over fakes to work on it;
-    `chat`: the reflector's model (None: heuristic reflections); `settings`: Settings fields."""
+    `chat`: the reflector's model (None: heuristic reflections); `tests`: write TEST_FILE too;
+    `settings`: Settings fields."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "calc.py").write_text(VERSIONS[calc])
+    if tests:
+        (root / TEST_FILE).parent.mkdir(exist_ok=True)
+        (root / TEST_FILE).write_text(TEST_TEXT)
     # `cmd:true`: what a `ralph resume` in the CLI would build, were it not refused first
     settings = {"actor": "cmd:true", **settings}
     config = Settings(checks=[CheckSpec("tests", "fake-tests", "pytest")], **settings)

@@ -6,7 +6,8 @@ in its environment, so `leftovers()` finds anything ralph left running, however 
 
 Kill points are reached without hooks in ralph itself: `tools/killer.py POINT` SIGKILLs the
 nearest ancestor that is `python -m ralph` when the arm file names POINT (after N passes), and
-is called by the agent, by a check command, or by git's reference-transaction hook.
+is called by the agent, by a check command, or by git's reference-transaction hook (`txn-*`: an
+update of the loop branch, `new-*`: its creation).
 """
 
 from __future__ import annotations
@@ -82,6 +83,10 @@ point = sys.argv[1]
 if point.startswith("txn-"):  # reference-transaction hook: only an iteration commit counts
     refs = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
     if not any(r[2].startswith("refs/heads/ralph/") and set(r[0]) != {"0"} for r in refs):
+        sys.exit(0)
+if point.startswith("new-"):  # reference-transaction hook: only the loop branch's creation
+    refs = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
+    if not any(r[2].startswith("refs/heads/ralph/") and set(r[0]) == {"0"} for r in refs):
         sys.exit(0)
 arm = Path(os.environ["ARM_FILE"])
 try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
@@ -158,3 +159,56 @@ def test_stale_git_lock_is_named_before_an_attempt_is_spent(ralph: RunCli, proje
     plan(project, {"default": write("full")})
     assert ralph("resume", loop_id, "--max-iterations", "2", cwd=project).code == 0
     assert_invariants(project)
+
+
+@pytest.mark.parametrize("dirty", [False, True], ids=["clean", "allow-dirty"])
+def test_a_kill_right_after_the_branch_is_created_is_resumable(
+    dirty: bool, ralph: RunCli, project: Path
+) -> None:
+    """The state did not name the branch yet, so `resume` began the loop again and failed
+    forever with "branch ... already exists". Now it adopts its own branch: still at the start
+    commit (or at the starting point of --allow-dirty), its start recorded before it existed."""
+    killer = f"{sys.executable} {os.environ['KILLER']}"
+    install_hook(project, "reference-transaction", f'exec {killer} "new-$1"')
+    extra = ["--allow-dirty"] if dirty else []
+    if dirty:
+        (project / "tests" / "test_calc.py").write_text(
+            (project / "tests" / "test_calc.py").read_text() + "\n# my unstaged note\n"
+        )
+    plan(project, {"default": write("full")})
+    arm("new-committed")
+    code, _, err = finish(start(project, *heuristic(*extra)))
+    assert code == -signal.SIGKILL, err
+    loop_id = MemoryStore(project).loop_ids()[0]
+    branch = loop_branch(loop_id)
+    assert git(project, "branch", "--list", branch).strip(), "the branch was created"
+    state = MemoryStore(project).read_state(loop_id)
+    assert state.git is None or state.git.branch is None, "the state did not name it yet"
+    resumed = ralph("resume", loop_id, "--json", cwd=project)  # the settings are the state's
+    assert resumed.code == 0, resumed.err
+    summary = json.loads(resumed.out)
+    assert summary["status"] == "completed"
+    assert git(project, "symbolic-ref", "--short", "HEAD") == branch
+    state = MemoryStore(project).read_state(loop_id)
+    assert state.git is not None and state.git.original_branch == "main"
+    assert state.git.original_commit == git(project, "rev-parse", "main")
+    if dirty:
+        assert state.git.user_changes and state.git.base_commit != state.git.original_commit
+        assert "my unstaged note" in git(
+            project, "show", f"{state.git.base_commit}:tests/test_calc.py"
+        )
+    assert_invariants(project)
+    for name, text in USER_FILES.items():
+        assert (project / name).read_text() == text
+
+
+def test_a_branch_of_that_name_not_made_by_this_loop_is_still_refused(
+    ralph: RunCli, project: Path
+) -> None:
+    """Adoption is for the loop's own, untouched branch; any other is left alone."""
+    loop_id = "ralph-taken-00000001"
+    git(project, "branch", "ralph/taken-00000001")
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--loop-id", loop_id), cwd=project)
+    assert result.code == 2
+    assert "branch ralph/taken-00000001 already exists" in result.err
