@@ -24,7 +24,8 @@ their edit must not be lost.
 Without git the tree is walked (tool and environment folders, `SKIP_NAMES`, left out): (path,
 size, mtime_ns, ctime_ns, mode) per file, and the bytes of files up to `KEPT_FILE_BYTES`, kept
 in memory across evaluations and read again only when a file's stat changed, `KEPT_TOTAL_BYTES`
-at most: a larger file is found changed but not put back, and said so.
+at most: a larger file is found changed but not put back, and said so. A tree of more than
+`MAX_WALKED_FILES` files outside git (a home folder) is not guarded at all.
 
 Cost, measured on 2 busy cores (load 5-8): take and verify of a clean tree together, in a
 fresh process as `ralph check` has it (the two `git rev-parse` included) / in a loop (one
@@ -50,6 +51,12 @@ from typing import Protocol
 from ralph import process
 from ralph.files import AIWG_DIR
 
+# the user's settings for their own git commands that would redirect or reread the guard's
+USER_GIT_VARIABLES = (
+    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR",
+    "GIT_NAMESPACE", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS",
+)  # fmt: skip
+MAX_WALKED_FILES = 50_000  # without git, a larger tree (a home folder) is not guarded
 RAW_ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
 STORE_MAX_AGE = 7 * 24 * 3600.0  # seconds: an older store is dropped and built again
 GIT_TIMEOUT = 300.0
@@ -178,6 +185,7 @@ class _Repo:
         res = process.run(
             ["git", *GIT_OPTIONS, *args],
             cwd=self.top, env=env, stdin=stdin, wall_timeout=GIT_TIMEOUT, clean=False,
+            unset=USER_GIT_VARIABLES,
         )  # fmt: skip
         if res.exit_code != 0:
             raise GuardError(f"git {args[0]}: {res.stderr.strip()[:200]}")
@@ -340,7 +348,9 @@ class _WalkTaken:
 
     @classmethod
     def take(cls, root: Path, kept: dict[str, tuple[Stat, bytes]]) -> _WalkTaken:
-        files = dict(_walk(root))
+        files = dict(itertools.islice(_walk(root), MAX_WALKED_FILES + 1))
+        if len(files) > MAX_WALKED_FILES:
+            raise GuardError(f"more than {MAX_WALKED_FILES} files outside git")
         budget = KEPT_TOTAL_BYTES
         for path in list(kept):
             if path not in files:
