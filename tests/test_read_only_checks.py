@@ -316,3 +316,15 @@ def test_a_file_under_end_of_line_attributes_is_put_back_as_its_bytes(tmp_path: 
     evaluation = CheckSuite([writer]).evaluate(root)
     assert tree(root) == before
     assert evaluation.outcomes[0].changed_files == [".gitattributes", "notes.txt"]
+
+
+def test_colour_codes_in_a_failing_tests_message_are_taken_out(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text(
+        'def test_a():\n    assert False, "\\x1b[91mthe value was red\\x1b[0m"\n'
+    )
+    check = make_check(CheckSpec("tests", f"{PY} -m pytest -q", "pytest"), timeout=120, cap=50_000)
+    (error,) = check.run(tmp_path).errors
+    texts = [error.message, error.stack_trace or ""]
+    assert error.message.startswith("AssertionError: the value was red")
+    assert "E       AssertionError: the value was red\n" in texts[1]
+    assert not any("\x1b" in t or "#x1B" in t for t in texts), texts

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.escapes import strip_escapes
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.evaluators.command import (
     CommandCheck,
@@ -162,7 +163,7 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
         classname, name = case.get("classname", ""), case.get("name", "")
         failure, error = case.find("failure"), case.find("error")
         if not classname and error is not None:  # a module that could not be collected
-            text = redact(error.text or "", environ)
+            text = _junit_text(error.text, environ)
             report.collection.append(error_block(text, cwd, _module_path(name, cwd)))
             continue
         node = failure if failure is not None else error
@@ -184,9 +185,9 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
 def _failure(
     classname: str, name: str, node: ET.Element, cwd: Path, environ: dict[str, str]
 ) -> Diagnostic:
-    text = redact(node.text or "", environ)
+    text = _junit_text(node.text, environ)
     test_file, test_id = junit_test_id(classname, name, cwd)
-    message = redact(node.get("message") or "", environ) or _exception_line(text) or "failed"
+    message = _junit_text(node.get("message"), environ) or _exception_line(text) or "failed"
     if node.tag == "error":
         message = f"error outside the test body: {message}"
     frame = deepest_frame(text, cwd)
@@ -200,6 +201,13 @@ def _failure(
         stack_trace="\n".join(text.rstrip().splitlines()[-TRACE_LINES:]) or None,
         severity="error",
     )
+
+
+def _junit_text(value: str | None, environ: dict[str, str]) -> str:
+    """A report's text as ralph keeps it: redacted, and without the colour codes a test's own
+    output carried (pytest writes an ESC as the text `#x1B` in XML, which cannot hold one)."""
+    text = (value or "").replace("#x1B", "\x1b")
+    return redact(strip_escapes(text), environ)
 
 
 def junit_test_id(classname: str, name: str, cwd: Path) -> tuple[str | None, str]:
