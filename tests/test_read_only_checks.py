@@ -193,10 +193,21 @@ def test_check_processes_are_asked_for_no_colour_and_caches_go_to_scratch(
 
 
 def test_a_coloured_check_leaves_no_escape_in_records_or_prompts(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\naddopts = --color=yes\n")
+    (root / "test_colour.py").write_text(
+        'def test_colour():\n    assert False, "\\x1b[91mT1 still red\\x1b[0m"\n'
+    )
     coloured = CheckSpec(
         "lint", r"printf '\033[91mE1 bad thing\033[0m\r\n\033]0;title\007'; exit 1", "shell"
     )
-    suite = fake_evaluator(FakeTests(), make_check(coloured, timeout=60, cap=10_000))
+    real_pytest = CheckSpec("colour", f"{PY} -m pytest -q test_colour.py", "pytest")
+    suite = fake_evaluator(
+        FakeTests(),
+        make_check(coloured, timeout=60, cap=10_000),
+        make_check(real_pytest, timeout=120, cap=50_000),
+    )
     loop = make_loop(
         tmp_path / "p",
         {1: write("half"), 2: write("full")},
@@ -210,10 +221,12 @@ def test_a_coloured_check_leaves_no_escape_in_records_or_prompts(tmp_path: Path)
     assert stored
     for path in stored:
         text = path.read_text()
-        assert "\x1b" not in text and "\\u001b" not in text and "[91m" not in text, path
+        assert "\x1b" not in text and "\\u001b" not in text and "#x1B" not in text, path
+    logs = [p for p in memory.rglob("*.log") if p.is_file()]
+    assert logs and not any("\x1b" in p.read_text() for p in logs)
     prompts = list(loop.actor.prompts.values())
-    assert prompts and any("E1 bad thing" in p for p in prompts)
-    assert not any("\x1b" in p or "[91m" in p for p in prompts)
+    assert prompts and any("E1 bad thing" in p and "T1 still red" in p for p in prompts)
+    assert not any("\x1b" in p or "#x1B" in p for p in prompts)
 
 
 def test_a_judge_without_a_model_fails_the_preflight_before_the_actor_runs(
