@@ -341,3 +341,17 @@ def test_colour_codes_in_a_failing_tests_message_are_taken_out(tmp_path: Path) -
     assert error.message.startswith("AssertionError: the value was red")
     assert "E       AssertionError: the value was red\n" in texts[1]
     assert not any("\x1b" in t or "#x1B" in t for t in texts), texts
+
+
+def test_a_store_whose_objects_are_gone_is_made_again_and_still_guards(tmp_path: Path) -> None:
+    import shutil
+
+    root = project(tmp_path / "p", [])
+    assert CheckSuite([CheckSpec("reader", "true")]).evaluate(root).passed
+    (store,) = (root / ".aiwg" / "ralph" / "tmp" / "tree-guard").glob("p-*")
+    for loose in (store / "git" / "objects").glob("??"):
+        shutil.rmtree(loose)  # as a gc of the objects its index names would leave it
+    before = tree(root)
+    evaluation = CheckSuite([CheckSpec("w", "echo x >> app.py")]).evaluate(root)
+    assert tree(root) == before
+    assert evaluation.outcomes[0].changed_files == ["app.py"]

@@ -141,6 +141,11 @@ class _Repo:
     def find(cls, cwd: Path) -> _Repo | None:
         from ralph.workspace.locate import main_of
 
+        if "GIT_DIR" not in os.environ and not any(
+            (folder / ".git").exists() for folder in (cwd, *cwd.parents)
+        ):
+            return None  # no git process to learn it (`ralph check` outside git)
+
         res = process.run(
             ["git", "rev-parse", "--path-format=absolute", "--show-toplevel",
              "--git-common-dir", "--git-path", "objects", "--git-path", "info/exclude"],
@@ -211,9 +216,10 @@ class _GitTaken:
             "GIT_INDEX_FILE": index,
             "GIT_LITERAL_PATHSPECS": "0",
         }
-        try:
+        try:  # the tree object now, not when needed: an object the store's index names but
+            # the repository has since lost (gc) shows here, and the store is made again
             tree = _stage(repo, env)
-        except GuardError:  # the store may name objects the repository lost: start afresh
+        except GuardError:
             Path(index).unlink(missing_ok=True)
             _remove(store)
             repo.store()
