@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -344,8 +345,6 @@ def test_colour_codes_in_a_failing_tests_message_are_taken_out(tmp_path: Path) -
 
 
 def test_a_store_whose_objects_are_gone_is_made_again_and_still_guards(tmp_path: Path) -> None:
-    import shutil
-
     root = project(tmp_path / "p", [])
     assert CheckSuite([CheckSpec("reader", "true")]).evaluate(root).passed
     (store,) = (root / ".aiwg" / "ralph" / "tmp" / "tree-guard").glob("p-*")
@@ -355,3 +354,15 @@ def test_a_store_whose_objects_are_gone_is_made_again_and_still_guards(tmp_path:
     evaluation = CheckSuite([CheckSpec("w", "echo x >> app.py")]).evaluate(root)
     assert tree(root) == before
     assert evaluation.outcomes[0].changed_files == ["app.py"]
+
+
+@pytest.mark.parametrize("use_git", [True, False])
+def test_bytecode_and_tool_caches_a_check_writes_are_not_the_tree(
+    tmp_path: Path, use_git: bool
+) -> None:
+    root = project(tmp_path / "p", [])
+    if not use_git:
+        shutil.rmtree(root / ".git")
+    writes = "mkdir -p __pycache__ .venv && touch __pycache__/app.cpython-311.pyc old.pyc .venv/x"
+    evaluation = CheckSuite([CheckSpec("tests", writes)]).evaluate(root)
+    assert evaluation.passed and evaluation.outcomes[0].changed_files is None

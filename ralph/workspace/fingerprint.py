@@ -183,7 +183,7 @@ class _Repo:
             exclude = self.exclude.read_bytes()
         except OSError:
             exclude = b""
-        (gitdir / "info" / "exclude").write_bytes(exclude)
+        (gitdir / "info" / "exclude").write_bytes(exclude + b"\n" + TOOL_IGNORES.encode())
         return folder
 
     def git(self, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
@@ -324,13 +324,12 @@ def _stage(repo: _Repo, env: dict[str, str]) -> str:
     return _write_tree(repo, env)
 
 
-# Left out as the walk without git leaves them out: ralph's memory, and what tools and
-# interpreters write for themselves (bytecode a test run writes is not a check writing the tree)
-EXCLUDED = (
-    f":(exclude){AIWG_DIR.as_posix()}",
-    ":(exclude,glob)**/*.py[co]",
-    *(f":(exclude,glob)**/{name}/**" for name in sorted(SKIP_NAMES - {".git"})),
-)
+# Left out as the walk without git leaves them out: ralph's memory (a pathspec: no .gitignore
+# can bring it back), and what tools and interpreters write for themselves (bytecode a test run
+# writes is not a check writing the tree) as ignore rules in the private info/exclude, which
+# git applies per folder: ~10 ms less per `git add` on 5,000 files than `:(glob)` pathspecs.
+EXCLUDED = (f":(exclude){AIWG_DIR.as_posix()}",)
+TOOL_IGNORES = "*.py[co]\n" + "".join(f"{name}/\n" for name in sorted(SKIP_NAMES - {".git"}))
 
 
 def _add(repo: _Repo, env: dict[str, str]) -> bool:
@@ -433,6 +432,8 @@ def _walk(root: Path) -> Iterable[tuple[str, Stat]]:
             d for d in dirnames if d not in SKIP_NAMES and os.path.join(dirpath, d) != memory
         ]
         for name in filenames:
+            if name.endswith((".pyc", ".pyo")):
+                continue
             full = os.path.join(dirpath, name)
             try:
                 st = os.lstat(full)
