@@ -7,12 +7,12 @@ compares after; whatever changed is put back byte for byte and named.
 
 In git, the tree (tracked and untracked-not-ignored files, the user's uncommitted edits
 included; ralph's memory, bytecode and the tool and environment folders of `SKIP_NAMES` left
-out) is written as a tree object through a private index with
-`git add -A`: incremental, git re-hashes only files whose stat (size, mtime, ctime, inode,
-mode) changed since the last evaluation, and keeps exactly the bytes needed to put a file
-back. The index and a private git directory live in ralph's scratch folder (`.aiwg/ralph/tmp/
-tree-guard/`; the repository's objects read as alternates, its info/exclude copied), so the
-user's index, object store and config are untouched. Content filters and end-of-line
+out) is written as a tree object through a private index with `git add -A`: incremental, git
+re-hashes only files whose stat (size, mtime, ctime, inode, mode) changed since the last
+evaluation, and keeps exactly the bytes needed to put a file back. The index and a private
+git directory live in ralph's scratch folder (`.aiwg/ralph/tmp/tree-guard/`; the repository's
+objects read as alternates, its info/exclude copied), so the user's index, object store and
+config are untouched. Content filters and end-of-line
 conversion are off (the private `info/attributes`, which wins over the tree's
 .gitattributes): a file is kept and put back as its bytes. Git records a file's executable
 bit, not its other mode bits; empty directories a check created are left.
@@ -27,13 +27,14 @@ in memory across evaluations and read again only when a file's stat changed, `KE
 at most: a larger file is found changed but not put back, and said so. A tree of more than
 `MAX_WALKED_FILES` files outside git (a home folder) is not guarded at all.
 
-Cost, measured on 2 busy cores (load 5-8): take and verify of a clean tree together, in a
-fresh process as `ralph check` has it (the two `git rev-parse` included) / in a loop (one
-guard, its index warm). bench/evaluator.py's project (65 files): without git 5 ms / 1-2 ms, in
-git 30-40 ms / 11-14 ms. A 5,000-file tree: in git 70-100 ms / 55-80 ms (three git processes,
-each about a `git status`; the first evaluation ever hashes the tree: ~0.3 s), without git
-~260 ms / ~140 ms (the bytes read once per process). Half of it (the take) is paid before
-the first check starts; a tree that changed is put back in another ~0.1-0.2 s.
+Cost (2 cores shared with other work, load ~2): take and verify of a clean tree together, in
+a fresh process as `ralph check` has it / in a loop (one guard, its index warm).
+bench/evaluator.py's project (65 files): without git 2 ms / 1 ms; in git 15-25 ms / 9-12 ms
+(one `git rev-parse` per guard, `git add -A` and `write-tree` at the take, `git add -A` after).
+A 5,000-file tree: in git 40-50 ms / ~40 ms (each `git add -A` about a `git status`; the first
+evaluation ever hashes the tree, ~0.2 s), without git ~185 ms / ~115 ms (bytes read once per
+process). Two thirds of it (the take) come before the first check starts; a tree that changed
+is put back in another ~25 ms.
 """
 
 from __future__ import annotations
