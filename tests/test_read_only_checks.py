@@ -357,12 +357,15 @@ def test_a_store_whose_objects_are_gone_is_made_again_and_still_guards(tmp_path:
 
 
 @pytest.mark.parametrize("use_git", [True, False])
-def test_bytecode_and_tool_caches_a_check_writes_are_not_the_tree(
+def test_bytecode_caches_and_coverage_data_a_check_writes_are_not_the_tree(
     tmp_path: Path, use_git: bool
 ) -> None:
     root = project(tmp_path / "p", [])
     if not use_git:
         shutil.rmtree(root / ".git")
-    writes = "mkdir -p __pycache__ .venv && touch __pycache__/app.cpython-311.pyc old.pyc .venv/x"
+    writes = (
+        "mkdir -p __pycache__ .venv htmlcov && touch __pycache__/app.cpython-311.pyc old.pyc "
+        ".venv/x .coverage .coverage.host.1 coverage.xml htmlcov/index.html .dmypy.json"
+    )
     evaluation = CheckSuite([CheckSpec("tests", writes)]).evaluate(root)
     assert evaluation.passed and evaluation.outcomes[0].changed_files is None

@@ -40,6 +40,7 @@ is put back in another ~25 ms.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
 import os
 import stat
@@ -65,8 +66,11 @@ KEPT_FILE_BYTES = 1 << 20
 KEPT_TOTAL_BYTES = 64 << 20
 SKIP_NAMES = frozenset(
     {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".nox"}
-    | {".mypy_cache", ".pytest_cache", ".ruff_cache"}
+    | {".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "htmlcov"}
 )
+# files tools write for themselves beside the code: bytecode, pytest-cov's data and report,
+# dmypy's status (removing it would orphan the daemon)
+TOOL_FILES = ("*.py[co]", ".coverage", ".coverage.*", "coverage.xml", ".dmypy.json")
 GIT_OPTIONS = (
     "-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.fileMode=true",
     "-c", "core.symlinks=true", "-c", "core.splitIndex=false", "-c", "core.fsmonitor=false",
@@ -330,7 +334,9 @@ def _stage(repo: _Repo, env: dict[str, str]) -> str:
 # writes is not a check writing the tree) as ignore rules in the private info/exclude, which
 # git applies per folder: ~10 ms less per `git add` on 5,000 files than `:(glob)` pathspecs.
 EXCLUDED = (f":(exclude){AIWG_DIR.as_posix()}",)
-TOOL_IGNORES = "*.py[co]\n" + "".join(f"{name}/\n" for name in sorted(SKIP_NAMES - {".git"}))
+TOOL_IGNORES = "".join(f"{name}\n" for name in TOOL_FILES) + "".join(
+    f"{name}/\n" for name in sorted(SKIP_NAMES - {".git"})
+)
 
 
 def _add(repo: _Repo, env: dict[str, str]) -> bool:
@@ -433,7 +439,7 @@ def _walk(root: Path) -> Iterable[tuple[str, Stat]]:
             d for d in dirnames if d not in SKIP_NAMES and os.path.join(dirpath, d) != memory
         ]
         for name in filenames:
-            if name.endswith((".pyc", ".pyo")):
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in TOOL_FILES):
                 continue
             full = os.path.join(dirpath, name)
             try:
