@@ -50,6 +50,9 @@ class CheckReport:
             )
         if len(errors) > SHOWN_DIAGNOSTICS:
             yield Text.from_markup(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
+        wrote = next((o for o in evaluation.outcomes if o.changed_files), None)
+        if wrote is not None:  # the diagnostic says which check and which files
+            yield Text.from_markup(f"[yellow]{escape(first_line(wrote.errors[0].message))}[/]")
         verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
         yield Text.from_markup(f"reward {evaluation.reward:.2f}  {verdict}")
 

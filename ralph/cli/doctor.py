@@ -174,6 +174,8 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
             ok = None if status == "error" else True
             why = "it could not run on the untouched tree; see `ralph check`"
+            if outcome.changed_files:  # put back already (evaluators/suite.blame_writers)
+                why = "it changed files in the tree (put back); a check must only look"
             rows[outcome.spec.name] = Row(
                 "check",
                 outcome.spec.name,
