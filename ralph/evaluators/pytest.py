@@ -188,6 +188,7 @@ def _failure(
     text = _junit_text(node.text, environ)
     test_file, test_id = junit_test_id(classname, name, cwd)
     message = _junit_text(node.get("message"), environ) or _exception_line(text) or "failed"
+    message = doctest_message(message) or message
     if node.tag == "error":
         message = f"error outside the test body: {message}"
     frame = deepest_frame(text, cwd)
@@ -263,6 +264,29 @@ def error_block(text: str, cwd: Path, default_file: str | None = None) -> Diagno
         stack_trace=trace,
         severity="error",
     )
+
+
+DOCTEST = re.compile(
+    r"^\d+\s+>>> (?P<example>.*)\n(?:Expected:\n(?P<expected>(?: {4}.*\n?)+)Got:\n"
+    r"(?P<got>(?: {4}.*\n?)+)|(?P<raised>UNEXPECTED EXCEPTION: .*))",
+    re.MULTILINE,
+)
+
+
+def doctest_message(report: str) -> str | None:
+    """A failed doctest in one line: the example, what it should print and what it printed.
+
+    pytest's own message lists the docstring up to the example (`145 Converts an integer...`),
+    whose first line says nothing about the failure."""
+    match = DOCTEST.search(report)
+    if match is None:
+        return None
+    example = match["example"].strip()
+    if match["raised"]:
+        return f"doctest `>>> {example}` raised {match['raised'].split(': ', 1)[1].strip()}"
+    expected = " ".join(match["expected"].split())
+    got = " ".join(match["got"].split())
+    return f"doctest `>>> {example}` expected {expected}, got {got}"
 
 
 def _exception_line(text: str) -> str | None:
