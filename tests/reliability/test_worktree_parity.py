@@ -110,6 +110,18 @@ def test_a_worktree_whose_tests_cannot_import_stops_before_the_agent(
     assert not (project / "pkg" / "__pycache__").exists()
 
 
+def test_the_preflight_reads_coloured_pytest_output(ralph: RunCli, project: Path) -> None:
+    """`--color=yes` in the project's addopts (humanize's trait): the collection errors are
+    still read, so the worktree is still refused before the agent."""
+    (project / "pytest.ini").write_text("[pytest]\naddopts = --color=yes\n")
+    git(project, "add", "pytest.ini")
+    git(project, "commit", "-q", "-m", "colour")
+    result = ralph(*run_args("--worktree"), cwd=project)
+    assert result.code == 2, result.err
+    assert_both_fixes_named(result.err)
+    assert not agent_called()
+
+
 def test_worktreeinclude_copies_the_ignored_file_and_the_loop_goes_green(
     ralph: RunCli, project: Path
 ) -> None:
