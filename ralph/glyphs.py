@@ -28,3 +28,8 @@ def first_line(text: str, width: int | None = None) -> str:
     """The first line with text in it, stripped; cut at a word to `width` when given."""
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     return line if width is None else clip(line, width)
+
+
+def plural(n: int, word: str) -> str:
+    """`1 error`, `2 errors`: a count with its noun, the one rule for every sentence ralph says."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

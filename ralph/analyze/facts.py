@@ -11,7 +11,13 @@ from typing import Any
 from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
-from ralph.records import BEST_FAILING_REWARD, MAX_COST_USD, MAX_PHASE_MS, MAX_TOKENS
+from ralph.records import (
+    MAX_COST_USD,
+    MAX_PHASE_MS,
+    MAX_TOKENS,
+    known_sum,
+    shown_reward,
+)
 
 
 @dataclass(slots=True)
@@ -127,8 +133,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     reward = 0.0 if raw_reward is None else _number(raw_reward, "reward_signal")
     if not 0.0 <= reward <= 1.0:
         raise ValueError("reward_signal is outside [0, 1]")
-    if not ev["passed"]:
-        reward = min(reward, BEST_FAILING_REWARD)  # never 1.00 for what did not pass
+    reward = shown_reward(reward, ev["passed"])
     errors = ev.get("errors") or []
     text, credit = sr["reflection_text"], sr.get("credit_assignment") or {}
     if not isinstance(text, str) or not isinstance(credit, dict):
@@ -141,9 +146,9 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     if not isinstance(flags, list):
         raise ValueError("ralph.quality_flags is not a list")
     counts = [usage.get(key) for key in TOKEN_FIELDS]
-    # TypeError on a non-number: the file is then validated
-    tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
-    if tokens is not None and not 0 <= tokens <= MAX_TOKENS:
+    # TypeError on a non-number: the file is then validated; a saturated sum is no count
+    tokens = known_sum(counts) if counts != NO_TOKENS else None
+    if tokens is not None and not 0 <= tokens < MAX_TOKENS:
         tokens = None
     cost = usage.get("cost_usd")
     if cost is not None and not 0 <= _number(cost, "cost_usd") <= MAX_COST_USD:

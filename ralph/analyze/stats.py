@@ -86,7 +86,7 @@ from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.store import STATUSES, MemoryStore
-from ralph.records import sum_costs
+from ralph.records import known_sum, sum_costs
 
 BREAKTHROUGH = 0.3
 MAX_K = 100  # success@k up to this k: a loop that ran longer is still counted by its green
@@ -331,12 +331,6 @@ def _wanted(
         if created is not None and created < since:
             return False
     return True
-
-
-def known_sum(values: list[int | None]) -> int | None:
-    """The sum of the known values; None when none is known (unknown is never 0)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def mean_step(series: list[float] | list[int]) -> float | None:

@@ -26,7 +26,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -436,24 +436,6 @@ class SearchIndex:
             helped=sum(1 for *_, improved in users if improved),
             used_by=[f"{lp}#{it}" for lp, it, _ in users],
         )
-
-    def usage_totals(self, loop_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """Over the records of `loop_ids` (default all): attempts given lessons, and improved."""
-        self.sync()
-        sql = (
-            "SELECT COUNT(DISTINCT u.doc), COUNT(DISTINCT CASE WHEN u.improved THEN u.doc END),"
-            " COUNT(*) FROM uses u JOIN docs d ON d.id = u.doc"
-        )
-        args: list[str] = []
-        if loop_ids is not None:
-            sql += f" WHERE d.loop_id IN ({', '.join('?' * len(loop_ids))})"
-            args = list(loop_ids)
-        attempts, improved, lessons = self.db.execute(sql, args).fetchone()
-        return {
-            "attempts_with_lessons": attempts,
-            "improved": improved,
-            "lessons_injected": lessons,
-        }
 
 
 def _ignore_in_git(store: MemoryStore) -> None:

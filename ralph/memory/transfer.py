@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.errors import StoreError
 from ralph.files import AIWG_DIR, atomic_write_json, write_atomically
+from ralph.glyphs import plural
 from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
 from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore, record_problems
 from ralph.reading import MB, Unreadable, parse_json, read_bounded, read_json_bounded
@@ -125,8 +126,8 @@ class ImportReport:
             lines.append(f"skipped: {origin}: {reason}")
         lines.append(
             f"{'dry run: ' if self.dry_run else ''}{verb} "
-            f"{_plural(len(self.added), 'record')} of {_plural(len(self.loops), 'loop')}; "
-            f"{self.unchanged} already here, {_plural(len(self.conflicts), 'conflict')}, "
+            f"{plural(len(self.added), 'record')} of {plural(len(self.loops), 'loop')}; "
+            f"{self.unchanged} already here, {plural(len(self.conflicts), 'conflict')}, "
             f"{len(self.invalid)} invalid"
         )
         return lines
@@ -543,7 +544,3 @@ def records_summary(store: MemoryStore, loop_id: str) -> dict[str, Any]:
         "best_reward": max(rewards, default=None),
         "updated_at": records[-1].timestamp if records else None,
     }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
