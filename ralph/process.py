@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypeAlias
 
 from ralph.redact import redact
+
+Child: TypeAlias = "subprocess.Popen[bytes]"  # a started command, for those that track them
 
 OutputCallback = Callable[[str, str], None]
 KILL_GRACE_SECONDS = 2.0
@@ -143,6 +145,31 @@ def run(
         duration_ms=int((time.monotonic() - started) * 1000),
         timed_out=timed_out,
     )
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a short helper command said, byte for byte (no cap, no redaction: for git's own
+    answers, such as paths, which must stay exact)."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+def capture(
+    argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None
+) -> Captured | None:
+    """Run a short helper command (git plumbing) to its end with no input; None when it could
+    not start or outlived `timeout`. For what the user's checks and actors run, use `run`."""
+    try:
+        done = subprocess.run(
+            list(argv), cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Captured(done.returncode, done.stdout, done.stderr)
 
 
 def _wait(

@@ -108,3 +108,31 @@ def test_analyze_takes_a_saturated_token_sum_as_unknown() -> None:
     assert facts.tokens is None and facts.reward == BEST_FAILING_REWARD
     data["ralph"] = {"usage": {TOKEN_FIELDS[0]: 7, TOKEN_FIELDS[1]: None}}
     assert record_facts(data, "ralph-a", 1).tokens == 7
+
+
+def test_only_process_imports_subprocess() -> None:
+    """Every program ralph starts goes through `ralph.process` (groups, timeouts, redaction)."""
+    importers = []
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(name.split(".")[0] == "subprocess" for name in names):
+                importers.append(module)
+    assert importers == ["process.py"]
+
+
+def test_capture_keeps_bytes_exact_and_says_none_when_it_cannot_run(tmp_path: Path) -> None:
+    from ralph.process import capture
+
+    secret = "sk-" + "a" * 40  # shaped like a key: git's answers are kept exactly as they are
+    done = capture(["sh", "-c", f"printf 'caf\\351 {secret}'"], cwd=tmp_path)
+    assert done is not None and (done.exit_code, done.stdout) == (0, b"caf\xe9 " + secret.encode())
+    assert capture(["sh", "-c", "exit 3"]) == type(done)(3, b"", b"")
+    assert capture([str(tmp_path / "no-such-program")]) is None
+    assert capture(["sleep", "5"], timeout=0.2) is None
