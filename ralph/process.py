@@ -257,7 +257,8 @@ def _group_alive(pgid: int) -> bool:
     Orphans are reparented to PID 1, which in a container may never reap them; a zombie still
     answers kill(0), so on Linux /proc is asked for live members instead. A group kill(0) does
     not find has no member at all: the usual case, answered without reading all of /proc
-    (1-3 ms, twice per iteration).
+    (a scan that costs milliseconds, twice per
+    iteration: `bench/loop.py`).
     """
     try:
         os.killpg(pgid, 0)

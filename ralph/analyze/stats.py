@@ -38,7 +38,7 @@ Definitions:
   the agent is not learning from them. Listed with their loops and iterations.
 - **agent actions** (`agent_actions`, per loop and overall): edits, reads, commands per
   iteration from the records' `ralph.trace`, and the share of attempts in which the agent ran
-  the checks itself beside how often those passed (see `ralph.trace_stats`).
+  the checks itself beside how often those passed (see `ralph.analyze.trace_stats`).
 - **tokens, cost, wall time**: sums over the records of `ralph.usage` tokens (None when no
   record knows them: a `cmd:` actor's tokens are unknown, never 0), of `cost_usd` by the one
   money rule (`records.sum_costs`: unknown as soon as one part is, as in `ralph status`), and
@@ -64,7 +64,7 @@ one row per iteration, the baseline (when known) as iteration 0.
 Filters: `--since` keeps loops created at or after a time, `--status` those whose effective
 status matches ("unknown" with an unreadable state; a loop without a state file, such as an
 imported one, is "completed" when its last record passed, else "failed": see
-`ralph.transfer.status_from_records`), `--task` those whose task contains the
+`ralph.memory.transfer.status_from_records`), `--task` those whose task contains the
 text (case-insensitive). Loops are listed oldest first.
 """
 

@@ -1,7 +1,7 @@
 """`ralph bench TASKS.yaml`: does the memory help? The Reflexion paper's ablation, on your tasks.
 
 Every (task, arm, repeat) is one loop in its own worktree from the same commit, run by the
-batch machinery (`ralph.batch.Batch`: at most `--jobs` at once, Ctrl-C saves them all); the
+batch machinery (`ralph.loop.batch.Batch`: at most `--jobs` at once, Ctrl-C saves them all); the
 runs are queued task by task with the arms interleaved, so drift in a remote model's behaviour
 does not favour one arm. An arm is a name and run flags: `reflexion` (the configured Ω and
 lessons) and `no-memory` (`--omega 0 --lessons 0`, the paper's "no reflection" baseline) by
