@@ -8,7 +8,6 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
 from ralph.records import (
@@ -42,7 +41,7 @@ class IterationFacts:
     task: str | None
     lessons_used: int
     improved: bool | None
-    actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.analyze.trace_stats)
+    actions: dict[str, int] | None = None  # the agent's actions by kind (trace_facts)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
     regressions: int | None = None  # what worked before the loop and broke in this attempt
 
@@ -109,6 +108,22 @@ def _ints(value: Any, what: str) -> list[int]:
         if type(item) is not int:
             raise ValueError(f"{what} is not a list of integers")
     return value
+
+
+def trace_facts(summary: Any) -> dict[str, Any]:
+    """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
+    if not isinstance(summary, dict):
+        return {}
+    from ralph.actors.trace import tool_kind  # here: a run over records without traces skips it
+
+    kinds: dict[str, int] = {}
+    actions = summary.get("actions")
+    for tool, count in (actions if isinstance(actions, dict) else {}).items():
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            kind = tool_kind(str(tool))
+            kinds[kind] = kinds.get(kind, 0) + count
+    ran = summary.get("ran_checks")
+    return {"actions": kinds, "ran_checks": ran if isinstance(ran, bool) else None}
 
 
 def normalise_root_cause(text: str) -> str:
