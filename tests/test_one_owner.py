@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
 from pathlib import Path
 
 from ralph.glyphs import plural
@@ -12,19 +12,28 @@ from ralph.records import BEST_FAILING_REWARD, MAX_TOKENS, shown_reward
 PACKAGE = Path(__file__).resolve().parent.parent / "ralph"
 
 
-def _modules() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text("utf-8"))
+@functools.cache
+def _modules() -> list[tuple[str, ast.Module]]:
+    """Every module of ralph, parsed once for all the tests here."""
+    return [
+        (path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text("utf-8")))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    ]
+
+
+@functools.cache
+def _definitions() -> dict[str, list[str]]:
+    """Function and method name -> where it is defined, as `module:line`."""
+    found: dict[str, list[str]] = {}
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.setdefault(node.name, []).append(f"{module}:{node.lineno}")
+    return found
 
 
 def _defined(name: str) -> list[str]:
-    """Where a function or method called `name` is defined, as `module:line`."""
-    return [
-        f"{module}:{node.lineno}"
-        for module, tree in _modules()
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
-    ]
+    return _definitions().get(name, [])
 
 
 def test_each_helper_is_defined_once() -> None:
