@@ -49,7 +49,7 @@ def test_parsers_never_crash_and_keep_only_counts(name: str) -> None:
         assert out.text == "fixed f"  # the good line is still read
 
 
-FAKE_CLAUDE = r"""#!{python}
+FAKE_CLAUDE_PER_ATTEMPT = r"""#!{python}
 import json, os, sys
 from pathlib import Path
 sys.stdin.read()
@@ -70,7 +70,7 @@ def test_a_loop_survives_malformed_agent_output(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     claude = bin_dir / "claude"
-    claude.write_text(FAKE_CLAUDE.format(python=sys.executable))
+    claude.write_text(FAKE_CLAUDE_PER_ATTEMPT.format(python=sys.executable))
     claude.chmod(0o755)
     says = tmp_path / "says.json"
     says.write_text(json.dumps([MALFORMED[name] for name in IN_A_LOOP]))
