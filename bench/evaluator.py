@@ -183,6 +183,8 @@ def ralph_command() -> list[str]:
 def drop_mypy_cache(root: Path, cold: bool) -> None:
     if cold:
         shutil.rmtree(root / ".mypy_cache", ignore_errors=True)
+        # ralph's checks keep mypy's cache in its scratch folder, not the tree
+        shutil.rmtree(root / ".aiwg" / "ralph" / "tmp" / "mypy-cache", ignore_errors=True)
 
 
 def time_alone(root: Path, cold: bool) -> dict[str, float]:
@@ -214,7 +216,8 @@ def time_ralph_check(root: Path, cold: bool) -> tuple[float, dict[str, float], d
 
 def probe(root: Path) -> tuple[float, float]:
     """(launch -> first check running, last check's end -> ralph's exit) in seconds."""
-    marks = root / ".aiwg" / "bench-marks"
+    # outside the tree: ralph puts back what a check writes in it
+    marks = Path(tempfile.gettempdir()) / f"ralph-bench-marks-{os.getpid()}"
     marks.unlink(missing_ok=True)
     stamp = "date +%s.%N"  # GNU date: a ~2 ms process (a `python3` shim can take 100 ms)
     command = f"{stamp} >> {marks}; sleep 1; {stamp} >> {marks}"  # CLI loaded by then

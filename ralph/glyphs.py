@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
@@ -33,3 +36,21 @@ def first_line(text: str, width: int | None = None) -> str:
 def plural(n: int, word: str) -> str:
     """`1 error`, `2 errors`: a count with its noun, the one rule for every sentence ralph says."""
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def changed_text(files: Sequence[Mapping[str, Any]] | None, limit: int = 8) -> str:
+    """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
+    (the `changed_files` of `--json`)."""
+    if files is None:
+        return "unknown (its best commit is gone)"
+    if not files:
+        return "nothing"
+
+    def one(f: Mapping[str, Any]) -> str:
+        if f["added"] is None or f["removed"] is None:
+            return f"{f['path']} (binary)"
+        return f"{f['path']} +{f['added']} -{f['removed']}"
+
+    shown = ", ".join(one(f) for f in files[:limit])
+    more = f", … {len(files) - limit} more" if len(files) > limit else ""
+    return f"{plural(len(files), 'file')}: {shown}{more}"

@@ -2,7 +2,10 @@
 
 Actors and checks both run here. Each command gets its own process group so a timeout or Ctrl-C
 kills its children and grandchildren too; whatever the command leaves running in its group after
-it exits is killed as well. Output is captured with a size cap (head and tail kept) and redacted.
+it exits is killed as well. Output is captured with a size cap (head and tail kept), cleaned of
+terminal escapes (colour codes of a `--color=yes` in a project's pytest `addopts`, titles,
+screen clears: escapes.py) and redacted, here, so every check, actor, agent parser and the
+live view get clean text.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, TypeAlias
 
+from ralph.escapes import StreamCleaner, strip_escapes
 from ralph.redact import redact
 
 Child: TypeAlias = "subprocess.Popen[bytes]"  # a started command, for those that track them
@@ -84,16 +88,22 @@ def run(
     cap: int = DEFAULT_CAP,
     on_output: OutputCallback | None = None,
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    unset: Collection[str] = (),
+    clean: bool = True,
 ) -> ProcessResult:
     """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
 
     A KeyboardInterrupt while waiting kills the process group and is re-raised, so the caller
     can save its state; the partial result is not returned in that case. `on_start` receives
     the process as soon as it exists, so a caller running several commands in worker threads
-    (where no KeyboardInterrupt arrives) can still `kill_group` them all on Ctrl-C.
+    (where no KeyboardInterrupt arrives) can still `kill_group` them all on Ctrl-C. `unset`:
+    variables of ralph's environment the command must not see (FORCE_COLOR for a check).
+    `clean=False` keeps the output's control characters (NUL-separated `git -z` output).
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**os.environ, **(env or {}), OWNER_VARIABLE: str(os.getpid())}
+    for name in unset:
+        full_env.pop(name, None)
     if stdin is not None:  # what ralph hands a program is redacted like what it writes
         stdin = redact(stdin, full_env)
     started = time.monotonic()
@@ -118,7 +128,7 @@ def run(
         readers = [
             threading.Thread(
                 target=_pump,
-                args=(stream, buffers[name], name, last_output, _redacting(on_output, full_env)),
+                args=(stream, buffers[name], name, last_output, _live(on_output, full_env, clean)),
                 daemon=True,
             )
             for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
@@ -138,10 +148,14 @@ def run(
             if thread.ident is not None:  # started
                 thread.join(timeout=KILL_GRACE_SECONDS)
 
+    def text(name: str) -> str:
+        raw = buffers[name].text()
+        return redact(strip_escapes(raw) if clean else raw, full_env)
+
     return ProcessResult(
         exit_code=proc.returncode,
-        stdout=redact(buffers["stdout"].text(), full_env),
-        stderr=redact(buffers["stderr"].text(), full_env),
+        stdout=text("stdout"),
+        stderr=text("stderr"),
         duration_ms=int((time.monotonic() - started) * 1000),
         timed_out=timed_out,
     )
@@ -202,7 +216,7 @@ def _pump(
     buffer: CappedBuffer,
     name: str,
     last_output: list[float],
-    on_output: OutputCallback | None,
+    on_output: Callable[[str, bytes], None] | None,
 ) -> None:
     if stream is None:
         return
@@ -211,18 +225,33 @@ def _pump(
             last_output[0] = time.monotonic()
             buffer.write(chunk)
             if on_output is not None:
-                on_output(name, chunk.decode("utf-8", errors="replace"))
+                on_output(name, chunk)
+    if on_output is not None:
+        on_output(name, b"")  # the end: what a decoder or cleaner held back
 
 
-def _redacting(
-    on_output: OutputCallback | None, environ: Mapping[str, str]
-) -> OutputCallback | None:
-    """The live output callback, given redacted text (a secret cut in two by a read boundary
-    can still show there; what is kept and written is redacted whole)."""
+def _live(
+    on_output: OutputCallback | None, environ: Mapping[str, str], clean: bool
+) -> Callable[[str, bytes], None] | None:
+    """The live output callback, given decoded (a character cut by a read boundary is kept
+    whole), cleaned and redacted text (a secret cut in two by a read boundary can still show
+    there; what is kept and written is redacted whole)."""
     if on_output is None:
         return None
+    import codecs
+
     callback = on_output
-    return lambda stream, text: callback(stream, redact(text, environ))
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    cleaner = StreamCleaner()
+
+    def forward(stream: str, chunk: bytes) -> None:
+        text = decoder.decode(chunk, final=not chunk)
+        if clean:
+            text = cleaner.feed(text) if chunk else cleaner.feed(text) + cleaner.flush()
+        if text:
+            callback(stream, redact(text, environ))
+
+    return forward
 
 
 def _feed(stream: IO[bytes] | None, text: str) -> None:

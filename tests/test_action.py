@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 import yaml
 
-from ralph.cli.views import validate_file
 from ralph.ids import loop_branch
 from ralph.memory.store import MemoryStore
+from ralph.memory.validation import validate_file
 
 from .conftest import REPO
 from .fakes import AGENT_CREDENTIALS

@@ -106,6 +106,12 @@ def memory(tmp_path: Path) -> MemoryStore:
     return store
 
 
+def single_threaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Earlier tests in this worker may leave idle threads (git's diff worker), which would make
+    the prefetch decline to fork; the child only reads files, so the test may fork anyway."""
+    monkeypatch.setattr(prefetch.threading, "active_count", lambda: 1)
+
+
 def no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: object) -> None:
         raise AssertionError("a file was read although it is cached")
@@ -159,6 +165,7 @@ def test_a_cold_read_on_two_processes_gives_the_same_json(
         return real_read(path, loop_id, iteration)
 
     monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    single_threaded(monkeypatch)
     monkeypatch.setattr(os, "fork", fork)
     monkeypatch.setattr(cache, "_read_record", counted)
     cold = run_json(ralph, memory)
@@ -181,6 +188,7 @@ def test_a_failing_child_leaves_the_parent_to_read_everything(
         raise OSError("disk gone")
 
     monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    single_threaded(monkeypatch)
     monkeypatch.setattr(cache.FactsReader, "_read_rows", broken)
     assert analysis_json(analyze(memory)) == plain
 
@@ -197,6 +205,7 @@ def test_a_read_that_ends_early_stops_the_child(
         children.append(self._prefetch)
 
     monkeypatch.setattr(prefetch, "SPLIT_FROM", 2)
+    single_threaded(monkeypatch)
     monkeypatch.setattr(cache.FactsReader, "prefetch", spy)
     with pytest.raises(StoreError, match="unknown loop"):
         analyze(memory, ["ralph-missing-1", *memory.loop_ids()])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph.cli.live import changed_text
+from ralph.glyphs import changed_text
 from ralph.loop.batch import BatchTask, Entry
 from ralph.loop.result import loop_status
 from ralph.memory.store import MemoryStore
+from ralph.rendering import to_data
 from ralph.workspace.branches import ChangedFile, parse_numstat
 
 from .fakes.loop import Step, make_loop
@@ -22,11 +23,11 @@ def test_without_git_the_records_say_what_changed(tmp_path: Path) -> None:
     loop = make_loop(tmp_path, plan, git=False, max_iterations=3)
     result = loop.start()
     assert result.status == "completed"
-    changed = loop_status(None, tmp_path)["changed_files"]
+    changed = to_data(loop_status(None, tmp_path))["changed_files"]
     paths = [f["path"] for f in changed]
     assert paths == ["README.md", "calc.py", "src/util.py"]  # sorted; .aiwg/ never a change
     assert changed[0] == {"path": "README.md", "added": 3, "removed": 0}
-    assert result.to_json()["changed_files"] == changed
+    assert to_data(result)["changed_files"] == changed
 
 
 def test_numstat_binary_files_have_no_counts_and_names_are_text() -> None:
@@ -41,7 +42,7 @@ def test_numstat_binary_files_have_no_counts_and_names_are_text() -> None:
 
 
 def test_the_line_names_the_files_and_counts_the_rest() -> None:
-    files = [ChangedFile(f"f{n}.py", n, 0).to_json() for n in range(5)]
+    files = to_data([ChangedFile(f"f{n}.py", n, 0) for n in range(5)])
     assert changed_text(files, limit=2) == "5 files: f0.py +0 -0, f1.py +1 -0, … 3 more"
     assert changed_text([]) == "nothing" and changed_text(None).startswith("unknown")
 

@@ -27,6 +27,8 @@ SLOW = "echo $$ > pid; sleep 60; echo late > late"
 def make_repo(path: Path, command: str) -> Path:
     path.mkdir()
     subprocess.run(["git", "init", "-q", str(path)], check=True)
+    # the probes' side files: ignored, else ralph would put back what the checks wrote
+    (path / ".gitignore").write_text("runs\npid\nlate\n")
     (path / ".aiwg" / "ralph").mkdir(parents=True)
     checks = [{"name": "probe", "command": command}]
     (path / ".aiwg" / "ralph" / "config.yaml").write_text(json.dumps({"checks": checks}))
@@ -230,3 +232,16 @@ def test_ctrl_c_while_the_early_checks_run_stops_them_and_says_so(tmp_path: Path
     assert proc.returncode == 130
     assert err == "ralph: interrupted\n"
     assert all(gone(pid) for pid in pids)
+
+
+def test_an_early_check_that_writes_is_put_back_and_reported(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", "echo x >> tracked.txt; touch made.txt")
+    (repo / "tracked.txt").write_text("mine\n")
+    result = ralph_process(repo, "check", "--json")
+    assert result.returncode == 1, result.stderr
+    assert (repo / "tracked.txt").read_text() == "mine\n"
+    assert not (repo / "made.txt").exists()
+    (error, *_) = json.loads(result.stdout)["errors"]
+    assert error["message"] == (
+        "check 'probe' changed files in the tree: made.txt, tracked.txt (put back)"
+    )

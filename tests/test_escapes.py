@@ -22,3 +22,24 @@ def test_plain_text_is_unchanged() -> None:
 
 def test_eight_bit_introducers_are_removed() -> None:
     assert strip_escapes("x\x9b31my\x9d0;t\x9cz") == "xyz"
+
+
+def test_a_sequence_cut_by_a_read_boundary_is_held_until_its_end() -> None:
+    from ralph.escapes import StreamCleaner
+
+    cleaner = StreamCleaner()
+    parts = ["FAIL\x1b[9", "1mED\x1b", "[0m one\r", "\ntwo\x1b]0;ti", "tle\x07 end"]
+    out = "".join(cleaner.feed(part) for part in parts) + cleaner.flush()
+    assert out == "FAILED one\ntwo end"
+
+
+def test_an_unfinished_sequence_at_the_end_of_a_stream_is_dropped() -> None:
+    from ralph.escapes import StreamCleaner
+
+    cleaner = StreamCleaner()
+    assert cleaner.feed("done\x1b[3") == "done"
+    assert cleaner.flush() == ""
+
+
+def test_a_colour_code_cut_off_by_the_end_of_the_text_goes_whole() -> None:
+    assert strip_escapes("passed\x1b[3") == "passed"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.cli.check_view import render_check_report
+from ralph.cli.check_view import CheckReport
 from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators import mypy as mypy_module
@@ -109,6 +109,14 @@ def write(root: Path, files: dict[str, str]) -> Path:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
+    return root
+
+
+def project(tmp_path: Path) -> Path:
+    """An empty project folder beside `tmp_path`'s side files: what a check writes in the tree
+    is put back after the evaluation, so a test's side channel lives outside it."""
+    root = tmp_path / "project"
+    root.mkdir()
     return root
 
 
@@ -279,7 +287,7 @@ def test_report_shows_each_check_and_the_first_diagnostics(broken: Evaluated) ->
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    render_check_report(broken.evaluation, console)
+    console.print(CheckReport(broken.evaluation))
     text = console.export_text()
     line = line_of(broken.root, "tests/test_core.py", "assert result == 3")
     assert "2 passed, 3 failed" in text
@@ -513,16 +521,17 @@ def test_shell_command_not_found_is_a_check_error(tmp_path: Path) -> None:
 
 
 def test_hung_check_is_killed_at_its_timeout_with_its_grandchildren(tmp_path: Path) -> None:
-    command = "sh -c 'sleep 60 & echo $! > grandchild.pid; wait'"
+    pid_file = tmp_path / "grandchild.pid"  # outside the tree: ralph puts back what checks write
+    command = f"sh -c 'sleep 60 & echo $! > {pid_file}; wait'"
     spec = CheckSpec("hang", command, "shell", timeout=0.5)
-    evaluation = CheckSuite([spec], check_timeout=900).evaluate(tmp_path)
+    evaluation = CheckSuite([spec], check_timeout=900).evaluate(project(tmp_path))
     (error,) = evaluation.output.errors or []
     assert evaluation.outcomes[0].result.status == "error"
     assert error.type == "timeout"
     assert error.message == (
         "check 'hang' did not finish within 0.5 s and was killed with its child processes"
     )
-    assert not alive(int((tmp_path / "grandchild.pid").read_text()))
+    assert not alive(int(pid_file.read_text()))
     assert evaluation.reward == 0.0
 
 
@@ -564,8 +573,8 @@ def test_checks_run_in_parallel(tmp_path: Path) -> None:
     # the first would give up and fail.
     def waits_for(me: str, other: str) -> CheckSpec:
         command = (
-            f"touch {me}.started; for i in $(seq 1 200); do "
-            f"[ -f {other}.started ] && exit 0; sleep 0.05; done; exit 1"
+            f"touch {tmp_path}/{me}.started; for i in $(seq 1 200); do "
+            f"[ -f {tmp_path}/{other}.started ] && exit 0; sleep 0.05; done; exit 1"
         )
         return CheckSpec(me, command, "shell")
 
@@ -575,7 +584,7 @@ def test_checks_run_in_parallel(tmp_path: Path) -> None:
         streamed.append((name, chunk))
 
     suite = CheckSuite([waits_for("a", "b"), waits_for("b", "a"), CheckSpec("say", "echo hi")])
-    evaluation = suite.evaluate(tmp_path, on_output=on_output)
+    evaluation = suite.evaluate(project(tmp_path), on_output=on_output)
     assert [o.result.status for o in evaluation.outcomes] == ["pass", "pass", "pass"]
     assert evaluation.passed and evaluation.reward == 1.0
     assert evaluation.output.verification_type == "combined"
@@ -583,9 +592,9 @@ def test_checks_run_in_parallel(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_evaluation_kills_running_checks(tmp_path: Path) -> None:
-    command = "sh -c 'sleep 60 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild.pid; wait'"
-    suite = CheckSuite([CheckSpec("hang", command, "shell")])
     pid_file = tmp_path / "grandchild.pid"
+    command = f"sh -c 'sleep 60 & echo $! > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; wait'"
+    suite = CheckSuite([CheckSpec("hang", command, "shell")])
 
     def interrupt_when_started() -> None:
         deadline = time.monotonic() + 30
@@ -596,7 +605,7 @@ def test_ctrl_c_during_evaluation_kills_running_checks(tmp_path: Path) -> None:
     helper = threading.Thread(target=interrupt_when_started, daemon=True)
     helper.start()
     with pytest.raises(KeyboardInterrupt):
-        suite.evaluate(tmp_path)
+        suite.evaluate(project(tmp_path))
     helper.join()
     assert not alive(int(pid_file.read_text()))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ralph.loop import guard as guard_module
 from ralph.loop.guard import MemoryGuard
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
@@ -46,13 +47,13 @@ def test_a_resumed_loop_reads_its_intact_records_once_not_every_iteration(
     # A resumed run: its store wrote none of these files, so it must look at them once.
     guard = MemoryGuard(MemoryStore(tmp_path))
     reads: list[str] = []
-    real = Path.read_text
+    real = guard_module.read_json_bounded
 
-    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
-        reads.append(self.name)
-        return real(self, *args, **kwargs)
+    def counting(path: Path, *args: Any, **kwargs: Any) -> Any:
+        reads.append(Path(path).name)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(guard_module, "read_json_bounded", counting)
     guard.restore(records)
     assert sorted(reads) == [f"00{i}.json" for i in range(1, 6)]
     reads.clear()

@@ -169,3 +169,40 @@ def test_a_group_is_alive_while_a_member_runs_and_gone_once_none_is_left(tmp_pat
         leader.kill()
         leader.wait()
     assert not process._group_alive(leader.pid)
+
+
+COLOURED = (
+    r"printf '\033[91mred\033[0m\r\nnext\033]0;title\007\n'; printf '\033[1mwarn\033[0m\n' >&2"
+)
+
+
+def test_output_arrives_without_terminal_escapes(tmp_path: Path) -> None:
+    result = process.run(COLOURED, cwd=tmp_path, wall_timeout=20)
+    assert (result.stdout, result.stderr) == ("red\nnext\n", "warn\n")
+
+
+def test_live_chunks_are_clean_even_when_a_sequence_or_crlf_is_split(tmp_path: Path) -> None:
+    # the escape sequence, the CRLF and a two-byte character each cut across two writes
+    command = (
+        r"printf '\033[9'; sleep 0.2; printf '1mred\r'; sleep 0.2; printf '\nv\303'; "
+        r"sleep 0.2; printf '\251\033[0m\n'"
+    )
+    seen: list[str] = []
+    result = process.run(
+        command, cwd=tmp_path, wall_timeout=20, on_output=lambda s, c: seen.append(c)
+    )
+    assert "".join(seen) == "red\nvé\n" == result.stdout
+    assert not any("\x1b" in chunk or "[" in chunk or "\ufffd" in chunk for chunk in seen)
+
+
+def test_raw_output_keeps_its_control_characters(tmp_path: Path) -> None:
+    result = process.run(r"printf 'a\000b\r\n'", cwd=tmp_path, wall_timeout=20, clean=False)
+    assert result.stdout == "a\x00b\r\n"
+
+
+def test_unset_variables_are_not_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    result = process.run(
+        'echo "[${FORCE_COLOR-unset}]"', cwd=tmp_path, wall_timeout=20, unset=["FORCE_COLOR"]
+    )
+    assert result.stdout == "[unset]\n"

@@ -162,6 +162,14 @@ def test_test_files_are_the_files_of_test_ids_only() -> None:
     assert files_of_tests(ids) == {"tests/a/test_x.py", "tests/test_y.py"}
 
 
+def test_a_doctest_does_not_make_its_module_a_test_file() -> None:
+    """`--doctest-modules` (humanize's pytest config): the code under test holds doctests, and
+    putting it back would undo every fix the agent makes."""
+    ids = ["src/pkg/number.py::pkg.number.ordinal", "src/pkg/time.py::pkg.time.Delta.days"]
+    ids += ["tests/test_number.py::test_ordinal[1.5-x]", "tests/test_c.py::TestC::test_m"]
+    assert files_of_tests(ids) == {"tests/test_number.py", "tests/test_c.py"}
+
+
 def _baseline(role: str = "target", status: str = "fail", kind: str = "tests") -> Baseline:
     check = CheckBaseline(
         "tests",

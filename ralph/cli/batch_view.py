@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter, changed_text
-from ralph.glyphs import clip, sparkline
+from ralph.cli.live import PlainReporter
+from ralph.glyphs import changed_text, clip, sparkline
 from ralph.loop.batch import BatchView
 
 if TYPE_CHECKING:

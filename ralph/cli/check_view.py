@@ -2,45 +2,59 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.base import CheckOutcome, Evaluation
 from ralph.glyphs import first_line
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 SHOWN_DIAGNOSTICS = 10  # diagnostics listed under the table
 
 
-def render_check_report(evaluation: Evaluation, console: Console) -> None:
-    """`ralph check`'s summary: one table row per check, then the first diagnostics."""
-    from rich.markup import escape
-    from rich.table import Table
+@dataclass
+class CheckReport:
+    """`ralph check`'s summary: one table row per check, then the first diagnostics and the
+    verdict (its JSON form is the record's `evaluator_output`, printed by the command)."""
 
-    styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("check", "status", "result", "time"):
-        table.add_column(column, justify="right" if column == "time" else "left")
-    for outcome in evaluation.outcomes:
-        status = outcome.result.status
-        seconds = (outcome.result.duration_ms or 0) / 1000
-        table.add_row(
-            escape(outcome.spec.name),
-            f"[{styles.get(status, 'default')}]{status}[/]",
-            escape(_counts(outcome)),
-            f"{seconds:.1f} s",
-        )
-    console.print(table)
-    errors = evaluation.output.errors or []
-    for e in errors[:SHOWN_DIAGNOSTICS]:
-        where = e.location() or e.rule or e.type
-        rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
-        console.print(f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}")
-    if len(errors) > SHOWN_DIAGNOSTICS:
-        console.print(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
-    verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
-    console.print(f"reward {evaluation.reward:.2f}  {verdict}")
+    evaluation: Evaluation
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.markup import escape
+        from rich.table import Table
+        from rich.text import Text
+
+        evaluation = self.evaluation
+        styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("check", "status", "result", "time"):
+            table.add_column(column, justify="right" if column == "time" else "left")
+        for outcome in evaluation.outcomes:
+            status = outcome.result.status
+            seconds = (outcome.result.duration_ms or 0) / 1000
+            table.add_row(
+                escape(outcome.spec.name),
+                f"[{styles.get(status, 'default')}]{status}[/]",
+                escape(_counts(outcome)),
+                f"{seconds:.1f} s",
+            )
+        yield table
+        errors = evaluation.output.errors or []
+        for e in errors[:SHOWN_DIAGNOSTICS]:
+            where = e.location() or e.rule or e.type
+            rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
+            yield Text.from_markup(
+                f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}"
+            )
+        if len(errors) > SHOWN_DIAGNOSTICS:
+            yield Text.from_markup(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
+        wrote = next((o for o in evaluation.outcomes if o.changed_files), None)
+        if wrote is not None:  # the diagnostic says which check and which files
+            yield Text.from_markup(f"[yellow]{escape(first_line(wrote.errors[0].message))}[/]")
+        verdict = "[green]all checks pass[/]" if evaluation.passed else "[red]checks failing[/]"
+        yield Text.from_markup(f"reward {evaluation.reward:.2f}  {verdict}")
 
 
 def _counts(outcome: CheckOutcome) -> str:

@@ -147,6 +147,18 @@ def print_json(data: Any) -> None:
     sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
 
 
+def show(result: Any, *, as_json: bool = False) -> None:
+    """A result in the format asked for: its JSON form (`rendering.to_data`) through
+    `print_json`, or drawn by itself (`__rich_console__`) on `console()`. Lines are never
+    cropped: a listing's plain rows stay whole at any width."""
+    if as_json:
+        from ralph.rendering import to_data
+
+        print_json(to_data(result))
+    else:
+        console().print(result, crop=False)
+
+
 def memory(start: Path | None = None) -> MemoryStore:
     """The project's memory (`MemoryStore.discover`), imported late so `--help` stays fast."""
     from ralph.memory.store import MemoryStore

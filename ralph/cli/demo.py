@@ -222,14 +222,14 @@ def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
 
 def show_outcome(root: Path, loop_id: str, console: Any, *, kept: bool = True) -> None:
     """The reflections the loop wrote and its learning curve: memory at work."""
-    from ralph.cli import views
+    from ralph.memory.shown import RecordView
     from ralph.memory.store import MemoryStore
 
     store = MemoryStore(root)
     records = store.valid_records(loop_id)
     for record in records:
         console.rule(f"iteration {record.iteration}")
-        views.render_record(record, console)
+        console.print(RecordView(record))
     state = store.read_state(loop_id)
     rewards = [state.baseline.reward if state.baseline else 0.0, *state.reward_history]
     console.rule("learning curve")

@@ -12,41 +12,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ralph.cli.common import ConfigOpt, console, print_json
+from ralph.cli.common import ConfigOpt, show
+from ralph.cli.diagnosis import Diagnosis, Row
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
 from ralph.errors import PreflightError, RalphError
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
     from ralph.memory.store import MemoryStore
-
-
-@dataclass
-class Row:
-    """One finding. `ok`: True fine, False a loop cannot start, None worth knowing only."""
-
-    area: str
-    name: str
-    status: str
-    detail: str
-    ok: bool | None = True
-    hint: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "area": self.area,
-            "name": self.name,
-            "status": self.status,
-            "ok": self.ok,
-            "detail": self.detail,
-            "hint": self.hint,
-        }
 
 
 def doctor_command(
@@ -70,13 +48,9 @@ def doctor_command(
     flags = run_flags(
         actor=actor, model=model, reflector=reflector, test=test, check=check, config=config_file
     )
-    rows = diagnose(flags, run_checks=not no_run, show_progress=not as_json)
-    ok = all(row.ok is not False for row in rows)
-    if as_json:
-        print_json({"ok": ok, "findings": [row.to_json() for row in rows]})
-    else:
-        render(rows, ok)
-    raise typer.Exit(0 if ok else 1)
+    diagnosis = Diagnosis.of(diagnose(flags, run_checks=not no_run, show_progress=not as_json))
+    show(diagnosis, as_json=as_json)
+    raise typer.Exit(0 if diagnosis.ok else 1)
 
 
 def working_directory() -> Path:
@@ -89,40 +63,6 @@ def working_directory() -> Path:
             "the current directory no longer exists (deleted or moved away)",
             hint="cd into your project and run `ralph doctor` again",
         ) from None
-
-
-def render(rows: list[Row], ok: bool) -> None:
-    """A table on a terminal (failures red, findings for information dim); tab-separated lines
-    in pipes and CI; then the hints of what is not fine, and the verdict."""
-    from ralph.cli.views import emit_table
-
-    out = console()
-    cells = [[row.area, row.name, row.status, row.detail] for row in rows]
-    if not out.is_terminal:
-        emit_table(out, "ralph doctor", ["area", "what", "status", "detail"], cells)
-    else:
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold")
-        for column in ("area", "what", "status"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("detail", overflow="fold")
-        for row in rows:
-            style = {True: "green", False: "bold red", None: "dim"}[row.ok]
-            table.add_row(
-                Text(row.area), Text(row.name), Text(row.status, style=style), Text(row.detail)
-            )
-        out.print(table)
-    for row in rows:
-        if row.hint and row.ok is not True:
-            out.print(f"{row.area} {row.name}: {row.hint}", markup=False, soft_wrap=True)
-    if ok:
-        out.print("a loop can start here", markup=False)
-    else:
-        failing = ", ".join(f"{r.area} {r.name}" for r in rows if r.ok is False)
-        out.print(f"a loop cannot start here: {failing}", markup=False, soft_wrap=True)
 
 
 def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) -> list[Row]:
@@ -234,6 +174,8 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
             ok = None if status == "error" else True
             why = "it could not run on the untouched tree; see `ralph check`"
+            if outcome.changed_files:  # put back already (evaluators/suite.blame_writers)
+                why = "it changed files in the tree (put back); a check must only look"
             rows[outcome.spec.name] = Row(
                 "check",
                 outcome.spec.name,

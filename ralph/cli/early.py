@@ -45,12 +45,15 @@ class EarlyEvaluation:
         self._running = len(suite.checks)
         self._changed = threading.Condition(self._lock)
         self._done = threading.Event()  # waited on, not the thread: see CheckSuite.run_checks
+        self._started = threading.Event()  # the tree's fingerprint taken, the checks started
         self._thread = threading.Thread(target=self._run, name="ralph-early-check", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._outcomes = self.suite.run_checks(self.cwd, on_done=self._one_done)
+            self._outcomes = self.suite.run_checks(
+                self.cwd, on_done=self._one_done, on_started=self._started.set
+            )
         except BaseException as error:  # handed to the thread that claims the result
             self._error = error
         finally:
@@ -68,8 +71,16 @@ class EarlyEvaluation:
     def wait_for_a_free_core(self, cores: int, limit: float) -> None:
         """Until fewer checks run than there are cores, at most `limit` seconds: loading the
         CLI (~0.3 s of CPU) while every core runs a check slows the slowest check by as much,
-        where a moment later (the quick checks done) it costs the checks nothing."""
+        where a moment later (the quick checks done) it costs the checks nothing. First of all
+        until the checks have started: the tree's fingerprint, taken before them
+        (workspace/fingerprint.py), is a few git processes that the CLI's import, holding the
+        GIL, would slow by tens of milliseconds."""
         deadline = time.monotonic() + limit
+        while not self._started.is_set() and not self._done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._started.wait(timeout=min(left, 0.25))  # short: Ctrl-C reaches this thread
         with self._changed:
             while self._running >= cores and not self._done.is_set():
                 left = deadline - time.monotonic()

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ralph.glyphs import clip, sparkline
+from ralph.glyphs import changed_text, clip, sparkline
 from ralph.redact import redact
 
 if TYPE_CHECKING:
@@ -59,24 +59,6 @@ def shown_errors(evaluation: Evaluation, limit: int = 3) -> list[Diagnostic]:
     gone = {id(d) for d in broken}
     rest = [d for d in evaluation.relevant_errors() if id(d) not in gone]
     return (broken + rest)[:limit]
-
-
-def changed_text(files: list[dict[str, Any]] | None, limit: int = 8) -> str:
-    """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
-    (the `changed_files` of `--json`)."""
-    if files is None:
-        return "unknown (its best commit is gone)"
-    if not files:
-        return "nothing"
-
-    def one(f: dict[str, Any]) -> str:
-        if f["added"] is None or f["removed"] is None:
-            return f"{f['path']} (binary)"
-        return f"{f['path']} +{f['added']} -{f['removed']}"
-
-    shown = ", ".join(one(f) for f in files[:limit])
-    more = f", … {len(files) - limit} more" if len(files) > limit else ""
-    return f"{len(files)} file{'' if len(files) == 1 else 's'}: {shown}{more}"
 
 
 def _status_of(outcome: CheckOutcome) -> str:

@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from ralph import glyphs
 from ralph.cli.common import (
     LOOP_HELP,
     ConfigOpt,
@@ -17,7 +16,7 @@ from ralph.cli.common import (
     console,
     loop_in,
     memory,
-    print_json,
+    show,
     text_out,
 )
 
@@ -173,7 +172,7 @@ def finish_loop(result: Any, as_json: bool, flags: dict[str, Any] | None = None)
     if settings.notify:
         notify(result, settings.notify_command)
     if as_json:
-        print_json(result.to_json())
+        show(result, as_json=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -375,39 +374,7 @@ def status(
 
         text_out().write(loop_markdown(store, loop))
         return
-    info = loop_status(loop)
-    if as_json:
-        print_json(info)
-        return
-    out = console()
-    best = "-" if info["best_reward"] is None else f"{info['best_reward']:.2f}"
-    cost = info["usage"].get("cost_usd")
-    out.print(f"{info['loop_id']}  {info['status']}", markup=False)
-    out.print(f"  task        {info['task']}", markup=False)
-    out.print(f"  iteration   {info['iteration']}/{info['max_iterations']}  best {best}")
-    out.print(f"  rewards     {glyphs.sparkline(info['reward_history'])} {info['reward_history']}")
-    tokens_in, tokens_out = info["usage"].get("tokens_in"), info["usage"].get("tokens_out")
-    tokens = (
-        "tokens unknown"
-        if tokens_in is None and tokens_out is None
-        else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
-    )
-    spent = f"{tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}"
-    if info["iteration"] == 0 and not info["usage"].get("unrecorded_calls"):
-        spent = "none yet"  # nothing counted (the live footer says the same), not unknown
-    out.print(f"  usage       {spent}")
-    if info.get("branch"):
-        best = f" (best commit {info['best_commit'][:12]})" if info.get("best_commit") else ""
-        out.print(f"  branch      {info['branch']}{best}", markup=False)
-    if info.get("worktree"):
-        out.print(f"  worktree    {info['worktree']}", markup=False)
-    if info["iteration"]:
-        from ralph.cli.live import changed_text
-
-        changed = changed_text(info["changed_files"])
-        out.print(f"  changed     {changed}", markup=False, soft_wrap=True)
-    if info["stop_reason"]:
-        out.print(f"  stopped     {info['stop_reason']}", markup=False)
+    show(loop_status(loop), as_json=as_json)
 
 
 def abort(loop: LoopArg) -> None:

@@ -14,6 +14,7 @@ from ralph.cli.common import (
     console,
     memory,
     print_json,
+    show,
 )
 from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
 
@@ -102,7 +103,7 @@ def check(
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config
     from ralph.cli import early
-    from ralph.cli.check_view import render_check_report
+    from ralph.cli.check_view import CheckReport
     from ralph.cli.progress import check_progress
     from ralph.loop import assembly as runner
     from ralph.records import to_json
@@ -121,7 +122,7 @@ def check(
     if as_json:
         print_json(to_json(evaluation.output))
     else:
-        render_check_report(evaluation, console())
+        show(CheckReport(evaluation))
     raise typer.Exit(0 if evaluation.passed else 1)
 
 

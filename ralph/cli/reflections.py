@@ -17,6 +17,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    show,
     text_out,
 )
 
@@ -38,14 +39,12 @@ def reflections_list(
 ) -> None:
     """List loops (id, task, status, iterations, best reward, updated) or one loop's iterations
     (--loop)."""
-    from ralph.cli import views
+    from ralph.memory.listing import list_iterations, list_loops
 
     store = memory()
     store.require()
-    if loop:
-        views.list_iterations(store, loop_in(store, loop), console(), as_json=as_json)
-    else:
-        views.list_loops(store, console(), as_json=as_json)
+    listing = list_iterations(store, loop_in(store, loop)) if loop else list_loops(store)
+    show(listing, as_json=as_json)
 
 
 @reflections_app.command("show")
@@ -55,10 +54,14 @@ def reflections_show(
     as_json: JsonFlag = False,
 ) -> None:
     """Show one iteration record: actions, failing checks, the reflection, insights, lessons."""
-    from ralph.cli import views
+    from ralph.memory.shown import record_data, show_record
 
     store = memory()
-    views.show_record(store, loop_in(store, loop), iteration, console(), as_json=as_json)
+    loop = loop_in(store, loop)
+    if as_json:
+        print_json(record_data(store, loop, iteration))
+    else:
+        show(show_record(store, loop, iteration))
 
 
 def trace_command(
@@ -92,13 +95,15 @@ def reflections_validate(
     ] = None,
 ) -> None:
     """Validate records (and state files) against the schemas; exit 1 if any is invalid."""
-    from ralph.cli import views
+    from ralph.memory.validation import memory_paths, validate_paths
 
     store = memory()
     if not paths:
         store.require()
-        paths = views.memory_paths(store)
-    raise typer.Exit(views.validate_paths(paths, console()))
+        paths = memory_paths(store)
+    validation = validate_paths(paths)
+    show(validation)
+    raise typer.Exit(validation.exit_code)
 
 
 @reflections_app.command("search")
@@ -167,9 +172,7 @@ def reflections_import(
     if as_json:
         print_json(report.to_json())
     else:
-        out = console()
-        for line in report.lines():
-            out.print(line, markup=False, soft_wrap=True)
+        show(report)
     raise typer.Exit(1 if report.invalid or report.conflicts or report.skipped else 0)
 
 

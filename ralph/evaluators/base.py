@@ -43,6 +43,7 @@ class CheckOutcome:
     passed_tests: set[str] | None = None  # test ids that passed, where the tool names them
     verdict: CheckVerdict | None = None  # set by the suite: the check judged against the baseline
     calls: list[ModelCall] = field(default_factory=list)  # the model calls of this run (a judge's)
+    changed_files: list[str] | None = None  # files in the tree this check may have written
 
     @property
     def passed(self) -> bool:

@@ -21,6 +21,10 @@ from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
 
+# Tools write colour codes when asked to (FORCE_COLOR, a `--color=yes` in a config); these ask
+# them not to. Whatever still comes through is stripped where output enters (process.py).
+NO_COLOUR = {"NO_COLOR": "1", "PY_COLORS": "0", "CLICOLOR": "0"}
+FORCED_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE", "MYPY_FORCE_COLOR", "PY_COLORS_FORCE")
 STORED_CHARS = 4000  # stdout/stderr kept in the record; the full log goes to the loop's files
 TAIL_LINES = 20
 
@@ -64,6 +68,11 @@ class CommandCheck:
     def attempt(self, cwd: Path, on_output: OutputCallback | None) -> ProcessResult:
         return self.execute(self.command_for(cwd), cwd, on_output=on_output)
 
+    def tool_env(self, cwd: Path) -> dict[str, str]:
+        """Variables that keep the tool from writing where it should not (its cache: ruff,
+        mypy), under the check's own `environment` and the caller's."""
+        return {}
+
     def judge(self, res: ProcessResult, cwd: Path, baseline_errors: int | None) -> CheckOutcome:
         """Shell semantics: exit 0 passes; otherwise the output's tail is the one diagnostic."""
         if res.exit_code == 0:
@@ -102,7 +111,8 @@ class CommandCheck:
             res = process.run(
                 command,
                 cwd=cwd,
-                env={**self.environment, **(env or {})},
+                env={**NO_COLOUR, **self.tool_env(cwd), **self.environment, **(env or {})},
+                unset=FORCED_COLOUR,
                 wall_timeout=self.timeout,
                 cap=self.cap,
                 on_output=forward if on_output is not None else None,
@@ -149,6 +159,26 @@ class DiagnosticsCheck(CommandCheck):
             self.metrics(errors),
             count_score(len(errors), baseline_errors) if status == "fail" else 1.0,
         )
+
+
+_memory_roots: dict[Path, Path] = {}
+
+
+def scratch(cwd: Path, name: str) -> Path:
+    """`.aiwg/ralph/tmp/NAME` of the memory of `cwd`: where a tool's cache goes instead of the
+    user's tree (the memory's place asked of git once per tree)."""
+    from ralph.files import private_tmp
+    from ralph.workspace.locate import memory_root
+
+    root = _memory_roots.get(cwd)
+    if root is None:
+        root = _memory_roots[cwd] = memory_root(cwd)
+    return private_tmp(root) / name
+
+
+def user_sets(variable: str, check: CommandCheck) -> bool:
+    """Whether the user's environment (or the check's) names `variable` already: theirs wins."""
+    return variable in os.environ or variable in check.environment
 
 
 def kill_running_checks() -> None:

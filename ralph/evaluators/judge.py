@@ -76,15 +76,33 @@ class JudgeCheck:
         self.task = ""
         self.client: ChatClient | None = None  # the reflector's, unless the spec names a model
         self.base_commit: str | None = None  # the diff is taken against it; HEAD at first run
+        self.bound = False  # a loop told it its task and model (`bind`)
         self.last_log = ""
         self._lock = threading.Lock()
 
     def tool(self) -> str:
         return "sh"  # no program to find: the model is asked when the check runs
 
+    def preflight(self) -> None:
+        """A judge needs a model: its own (`model:`, whose provider and key are checked here)
+        or the loop's reflector's (`bind`, before the preflight). Found out before an agent
+        is paid for, not at the first attempt's evaluation. Outside a loop (`ralph check`,
+        nothing bound) a judge without its own model says so when it runs, as a check error."""
+        if self.spec.model:
+            self._client()
+            return
+        if self.bound and self.client is None:
+            from ralph.errors import PreflightError
+
+            raise PreflightError(
+                f"check {self.spec.name!r} is a judge with no model to ask",
+                hint="set `model: PROVIDER:MODEL` on the check, or --reflector PROVIDER:MODEL",
+            )
+
     def bind(self, *, task: str, client: ChatClient | None, base_commit: str | None) -> None:
         """What only the loop knows: the task, the reflector's model, where the work began."""
         self.task = task
+        self.bound = True
         if self.client is None:
             self.client = client
         if base_commit:

@@ -29,7 +29,9 @@ from ralph.evaluators.command import (
     insert_after,
     output_tail,
     relative_path,
+    scratch,
     tool_pattern,
+    user_sets,
 )
 from ralph.process import ProcessResult
 from ralph.records import Diagnostic, Metrics
@@ -90,6 +92,13 @@ class MypyCheck(DiagnosticsCheck):
         version = mypy_version(command[: match.end()], cwd)
         flags = JSON_FLAGS if version is not None and version >= JSON_SINCE else TEXT_FLAGS
         return insert_after(command, MYPY, flags) or command
+
+    def tool_env(self, cwd: Path) -> dict[str, str]:
+        """mypy's cache in ralph's scratch folder, unless the user names one (`MYPY_CACHE_DIR`;
+        a `--cache-dir` on the command line wins over both)."""
+        if user_sets("MYPY_CACHE_DIR", self):
+            return {}
+        return {"MYPY_CACHE_DIR": str(scratch(cwd, "mypy-cache"))}
 
     def _forget_remembered(self, cwd: Path) -> bool:
         """Forget a version read from the cache file; True when there was one to forget."""

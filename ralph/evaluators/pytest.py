@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.escapes import strip_escapes
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.evaluators.command import (
     CommandCheck,
@@ -47,6 +48,7 @@ SECTION = re.compile(r"^_{3,} ERROR collecting (?P<path>\S+) _{3,}$", re.MULTILI
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<id>\S+)(?: - (?P<msg>.*))?$", re.MULTILINE)
 SUMMARY_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+UNKNOWN_CACHE_DIR = "Unknown config option: cache_dir"
 
 
 @dataclass
@@ -75,14 +77,11 @@ class PytestCheck(CommandCheck):
         fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)
-        option = f"--junitxml={shlex.quote(str(junit))}"
-        command = insert_after(self.spec.command, PYTEST, option)
-        env: dict[str, str] = {}
-        if command is None:  # pytest behind a wrapper: hand it the option through the env
-            command = self.spec.command
-            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
         try:
-            res = self.execute(command, cwd, env=env, on_output=on_output)
+            res, env = self._attempt(cwd, junit, folder / "pytest-cache", on_output)
+            if res.exit_code == 4 and UNKNOWN_CACHE_DIR in res.stdout + res.stderr:
+                # the cache plugin is off (`-p no:cacheprovider`) under `--strict-config`
+                res, env = self._attempt(cwd, junit, None, on_output)
             xml_text = junit.read_text("utf-8", errors="replace")
         finally:
             with contextlib.suppress(OSError):
@@ -90,6 +89,22 @@ class PytestCheck(CommandCheck):
         if res.timed_out:
             return timed_out(self.spec, res, self.timeout)
         return self.judge_report(res, xml_text, cwd, {**os.environ, **env})
+
+    def _attempt(
+        self, cwd: Path, junit: Path, cache: Path | None, on_output: OutputCallback | None
+    ) -> tuple[ProcessResult, dict[str, str]]:
+        """One run with the JUnit report, `--color=no` after the ini's `addopts` and
+        PYTEST_ADDOPTS (so it wins over theirs) and the cache (`--lf`) in `cache`, ralph's
+        scratch folder, not the user's tree."""
+        option = f"--junitxml={shlex.quote(str(junit))} --color=no"
+        if cache is not None:
+            option += f" -o {shlex.quote(f'cache_dir={cache}')}"
+        command = insert_after(self.spec.command, PYTEST, option)
+        env: dict[str, str] = {}
+        if command is None:  # pytest behind a wrapper: hand it the option through the env
+            command = self.spec.command
+            env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
+        return self.execute(command, cwd, env=env, on_output=on_output), env
 
     def judge_report(
         self, res: ProcessResult, xml_text: str, cwd: Path, environ: dict[str, str]
@@ -148,7 +163,7 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
         classname, name = case.get("classname", ""), case.get("name", "")
         failure, error = case.find("failure"), case.find("error")
         if not classname and error is not None:  # a module that could not be collected
-            text = redact(error.text or "", environ)
+            text = _junit_text(error.text, environ)
             report.collection.append(error_block(text, cwd, _module_path(name, cwd)))
             continue
         node = failure if failure is not None else error
@@ -170,9 +185,9 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
 def _failure(
     classname: str, name: str, node: ET.Element, cwd: Path, environ: dict[str, str]
 ) -> Diagnostic:
-    text = redact(node.text or "", environ)
+    text = _junit_text(node.text, environ)
     test_file, test_id = junit_test_id(classname, name, cwd)
-    message = redact(node.get("message") or "", environ) or _exception_line(text) or "failed"
+    message = _junit_text(node.get("message"), environ) or _exception_line(text) or "failed"
     if node.tag == "error":
         message = f"error outside the test body: {message}"
     frame = deepest_frame(text, cwd)
@@ -186,6 +201,13 @@ def _failure(
         stack_trace="\n".join(text.rstrip().splitlines()[-TRACE_LINES:]) or None,
         severity="error",
     )
+
+
+def _junit_text(value: str | None, environ: dict[str, str]) -> str:
+    """A report's text as ralph keeps it: redacted, and without the colour codes a test's own
+    output carried (pytest writes an ESC as the text `#x1B` in XML, which cannot hold one)."""
+    text = (value or "").replace("#x1B", "\x1b")
+    return redact(strip_escapes(text), environ)
 
 
 def junit_test_id(classname: str, name: str, cwd: Path) -> tuple[str | None, str]:

@@ -1,7 +1,8 @@
-"""The ruff check: `ruff check --output-format json`, read into lint (and syntax) errors.
+"""The ruff check: `ruff check --no-fix --output-format json`, read into lint (and syntax) errors.
 
-`ruff format --check` is understood too (one error per file it would reformat), and any other
-ruff command is read in the concise text format.
+`ruff format --check` is understood too (one error per file it would reformat; a configured
+`ruff format` is run with `--check`, never formatting), and any other ruff command is read in
+the concise text format. ruff's cache goes to ralph's scratch folder (`RUFF_CACHE_DIR`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from ralph.evaluators.command import (
     insert_after,
     output_tail,
     relative_path,
+    scratch,
+    user_sets,
 )
 from ralph.process import ProcessResult
 from ralph.records import Diagnostic, Metrics, Severity
 
 RUFF_CHECK = re.compile(r"(?:^|(?<=[\s/]))ruff\s+check(?=\s|$)")
+RUFF_FORMAT = re.compile(r"(?:^|(?<=[\s/]))ruff\s+format(?=\s|$)")
+USER_FIX = re.compile(r"\s--fix(?:-only)?(?=\s|$)")  # `--no-fix` goes first: a later --fix wins
+SEGMENT_END = re.compile(r"&&|\|\||[;|&\n]")
+FORMAT_READ_ONLY = re.compile(r"\s--(?:check|diff)(?=\s|$)")
 USER_FORMAT = re.compile(r"\s--output-format(?:=|\s+)\S+")  # ruff rejects the option twice
 # `ruff format --check`: "Would reformat: PATH" in older ruff, a diagnostic per file in newer.
 REFORMAT = re.compile(
@@ -40,11 +47,26 @@ class RuffCheck(DiagnosticsCheck):
     label = "ruff"
 
     def command_for(self, cwd: Path) -> str:
+        """ruff as a reader only: `check` with `--no-fix` (a project's `fix = true` would
+        rewrite the user's files), `format` with `--check` (never formatting the tree)."""
         command = self.spec.command
-        if RUFF_CHECK.search(command):
-            stripped = USER_FORMAT.sub("", command)
-            command = insert_after(stripped, RUFF_CHECK, "--output-format json") or command
+        match = RUFF_CHECK.search(command)
+        if match is not None:
+            # ruff's own arguments only: a `--fix` of the next command in `a && b` is not ruff's
+            end = SEGMENT_END.search(command, match.end())
+            cut = end.start() if end is not None else len(command)
+            own = USER_FIX.sub("", USER_FORMAT.sub("", command[match.end() : cut]))
+            stripped = command[: match.end()] + own + command[cut:]
+            flags = "--no-fix --output-format json"
+            command = insert_after(stripped, RUFF_CHECK, flags) or command
+        elif RUFF_FORMAT.search(command) and not FORMAT_READ_ONLY.search(command):
+            command = insert_after(command, RUFF_FORMAT, "--check") or command
         return command
+
+    def tool_env(self, cwd: Path) -> dict[str, str]:
+        if user_sets("RUFF_CACHE_DIR", self):
+            return {}
+        return {"RUFF_CACHE_DIR": str(scratch(cwd, "ruff-cache"))}
 
     def findings(self, res: ProcessResult, cwd: Path) -> list[Diagnostic]:
         return parse_output(res.stdout, cwd)

@@ -12,6 +12,7 @@ import re
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
 from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
+from ralph.workspace.fingerprint import TreeChange, TreeGuard
 
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline
@@ -80,6 +82,7 @@ class CheckSuite:
         self.checks: list[Check] = [make_check(s, timeout=check_timeout, cap=cap) for s in specs]
         self.weights = dict(weights or {})
         self.last_logs: dict[str, str] = {}
+        self.tree_guard = TreeGuard()  # one per suite: its stat cache serves every evaluation
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CheckSuite:
@@ -133,6 +136,10 @@ class CheckSuite:
             if problem is not None:
                 message, package = problem
                 raise PreflightError(message, hint=f"pip install {package} {DROP_HINT}")
+        for check in self.checks:  # what else a check needs (a judge: its model)
+            own = getattr(check, "preflight", None)
+            if own is not None:
+                own()
 
     def evaluate(
         self,
@@ -155,13 +162,18 @@ class CheckSuite:
         *,
         on_output: OutputCallback | None = None,
         on_done: Callable[[CheckOutcome], None] | None = None,
+        on_started: Callable[[], None] | None = None,
     ) -> list[CheckOutcome]:
         """Every check at once, each in a thread of its own; their outcomes, not yet judged.
 
         Plain threads, not a pool: `concurrent.futures` (and the logging it imports) would cost
         `ralph check` ~4 ms before its first check starts (cli/early.py). The wait is on an
         Event, never on `Thread.join`: a Ctrl-C inside a join can mark a running thread as
-        stopped (Python 3.11), and the wait for the killed checks would then end too early."""
+        stopped (Python 3.11), and the wait for the killed checks would then end too early.
+
+        The tree's fingerprint is taken before and compared after (workspace/fingerprint.py):
+        what a check changed is put back, even after a Ctrl-C, and the checks that could have
+        changed it report an error naming the files (`blame_writers`)."""
         if not self.checks:
             self.preflight()
         counts = baseline_counts or {}
@@ -170,14 +182,18 @@ class CheckSuite:
         left = [len(self.checks)]
         lock = threading.Lock()
         all_done = threading.Event()
+        windows: dict[str, tuple[int, int]] = {}  # wall clock, ns: when each check ran
+        taken = self.tree_guard.take(cwd)
 
         def work(index: int, check: Check) -> None:
+            started = time.time_ns()
             try:
                 baseline = counts.get(check.spec.name)
                 results[index] = _run_one(check, cwd, baseline, on_output, on_done)
             except BaseException as error:  # (an `on_done` that raised) the caller's, as a pool's
                 failures.append(error)
             finally:
+                windows[check.spec.name] = (started, time.time_ns())
                 with lock:
                     left[0] -= 1
                     if left[0] == 0:
@@ -190,6 +206,8 @@ class CheckSuite:
         try:
             for worker in workers:
                 worker.start()
+            if on_started is not None:  # the fingerprint taken, the checks under way
+                on_started()
             while not all_done.wait(timeout=0.25):  # short waits: a Ctrl-C here is noticed
                 pass
         except BaseException:  # stop the tools the workers are waiting on, then re-raise
@@ -197,10 +215,15 @@ class CheckSuite:
             for worker in workers:
                 if worker.ident is not None:
                     worker.join()
+            if taken is not None:
+                taken.verify()  # the tree back as it was, though nobody is left to tell
             raise
+        change = taken.verify() if taken is not None else None
         if failures:
             raise failures[0]
         outcomes = [results[i] for i in range(len(self.checks))]
+        if change is not None:
+            blame_writers(outcomes, change, windows)
         self.last_logs = {c.spec.name: getattr(c, "last_log", "") for c in self.checks}
         return outcomes
 
@@ -274,6 +297,51 @@ def _run_one(
     if on_done is not None:
         on_done(outcome)
     return outcome
+
+
+# A file's mtime is the kernel's coarse clock: up to a tick (1-10 ms) behind the time of the
+# write, never after it. So a write inside a check's run has an mtime in [start - tick, end].
+TICK_NS = 20_000_000
+FILES_NAMED = 10
+
+
+def blame_writers(
+    outcomes: Sequence[CheckOutcome], change: TreeChange, windows: Mapping[str, tuple[int, int]]
+) -> None:
+    """The checks that could have made `change` report an error naming its files.
+
+    A file found written names the checks running when it was written (by its mtime); a
+    deleted file, or a time no check's run covers, names every check of the evaluation."""
+    everyone = [o.spec.name for o in outcomes]
+    suspects: set[str] = set()
+    for path in change.paths():
+        written = change.written_ns.get(path)
+        running = {
+            name
+            for name, (start, end) in windows.items()
+            if written is not None and start - TICK_NS <= written <= end
+        }
+        suspects |= running or set(everyone)
+    names = [n for n in everyone if n in suspects]
+    who = " or ".join(repr(n) for n in names)
+    together = " (they ran at the same time)" if len(names) > 1 else ""
+    paths = change.paths()
+    listed = ", ".join(paths[:FILES_NAMED])
+    if len(paths) > FILES_NAMED:
+        listed += f" and {len(paths) - FILES_NAMED} more"
+    if change.restored:
+        how = "put back"
+    else:
+        how = f"could not put back {', '.join(change.not_restored[:FILES_NAMED])}"
+    message = f"check {who}{together} changed files in the tree: {listed} ({how})"
+    for outcome in outcomes:
+        if outcome.spec.name not in suspects:
+            continue
+        outcome.result = replace(outcome.result, status="error")
+        diagnostic = Diagnostic(type="runtime_error", message=message, severity="error")
+        outcome.errors.insert(0, diagnostic)
+        outcome.score = 0.0
+        outcome.changed_files = paths
 
 
 def runnable_checks(

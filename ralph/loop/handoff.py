@@ -8,15 +8,19 @@ not taken. A person's explicit `ralph feedback` always wins over either.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
 from ralph.errors import PreflightError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
+from ralph.rendering import lines, whole
 from ralph.workspace.branches import Branches
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 FINISHED = ("completed", "failed", "aborted")
 
@@ -31,8 +35,25 @@ class ApplyOutcome:
     conflicts: list[str]
     accepted: bool  # recorded as implicit feedback
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        where = f"iteration {self.iteration} of {self.loop_id} ({self.commit[:12]})"
+        if not self.files and not self.conflicts:
+            yield from lines(f"nothing to apply: this branch has {where} already")
+            return
+        count = f"{len(self.files)} file{'' if len(self.files) == 1 else 's'}"
+        yield whole(f"applied {where}: {count}, staged, not committed")
+        yield from lines(*(f"  {name}" for name in self.files[:20]))
+        if len(self.files) > 20:
+            yield from lines(f"  ... {len(self.files) - 20} more")
+        if self.conflicts:
+            yield whole(
+                f"conflicts in {', '.join(self.conflicts)}: resolve them and commit, or undo with "
+                "`git reset --merge`"
+            )
+            return
+        yield from lines("review: git diff --cached    commit: git commit")
+        if self.accepted:
+            yield from lines("counted as accepted (feedback: implicitly, by apply)")
 
 
 def apply_loop(
@@ -116,12 +137,41 @@ class PruneItem:
     not_taken: bool = False  # neither applied nor merged: implicit feedback
     kept: str | None = None  # why it stays, when it does
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     @property
     def anything(self) -> bool:
         return bool(self.branch or self.worktree or self.rescue_refs)
+
+
+@dataclass
+class Pruned:
+    """What `ralph prune` removed (or, `dry_run`, would remove) and kept."""
+
+    json_fields: ClassVar[tuple[str, ...]] = ("dry_run", "loops")
+
+    dry_run: bool
+    loops: list[PruneItem]
+    records: Path  # where the records stay
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        verb = "would remove" if self.dry_run else "removed"
+        for item in self.loops:
+            if item.kept:
+                yield whole(f"kept {item.loop_id}: {item.kept}")
+                continue
+            what = []
+            if item.worktree:
+                what.append(f"worktree {item.worktree}")
+            if item.branch:
+                what.append(f"branch {item.branch} (was {(item.branch_commit or '')[:12]})")
+            if item.rescue_refs:
+                what.append(f"{len(item.rescue_refs)} rescue ref(s)")
+            taken = ", not taken" if item.not_taken else ""
+            yield whole(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
+        gone = [item for item in self.loops if not item.kept]
+        if not gone:
+            yield from lines("nothing to prune")
+        elif not self.dry_run:
+            yield whole(f"{len(gone)} loop(s) pruned; their records stay in {self.records}")
 
 
 def plan_prune(

@@ -74,6 +74,9 @@ def preview_run(
 
     task, root, home, settings = intake(task, flags, cwd)
     parts = build_parts(settings, root)
+    bind = getattr(parts.evaluator, "bind_loop", None)  # a judge's model, as the loop's
+    if bind is not None:
+        bind(task=task, client=getattr(parts.reflector, "client", None), base_commit=None)
     parts.evaluator.preflight()
     parts.actor.preflight()
     loop_id = new_loop_id(task)

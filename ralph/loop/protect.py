@@ -87,13 +87,23 @@ class ProtectedTests:
 
 def files_of_tests(test_ids: Iterable[str]) -> set[str]:
     """`tests/test_x.py` of `tests/test_x.py::TestC::test_m[1]`; ids without a file (a
-    collection error's key, a class name pytest could not place) name none."""
+    collection error's key, a class name pytest could not place) name none, and neither does a
+    doctest's (`src/pkg/mod.py::pkg.mod.func`, with `--doctest-modules`): its file is the code
+    the task is about, and putting it back would undo every fix."""
     files = set()
     for test_id in test_ids:
-        name, sep, _ = test_id.partition("::")
-        if sep and name.endswith(".py") and not name.startswith("/") and ".." not in name:
+        name, sep, rest = test_id.partition("::")
+        if not sep or _is_doctest(rest):
+            continue
+        if name.endswith(".py") and not name.startswith("/") and ".." not in name:
             files.add(posixpath.normpath(name))
     return files
+
+
+def _is_doctest(item: str) -> bool:
+    """A doctest's item is a dotted name; a test function's or class's never has a dot outside
+    its parameters (`test_m[1.5]`)."""
+    return "." in item.partition("[")[0]
 
 
 def note(paths: list[str]) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ralph.errors import EXIT_ABORTED, RalphError
+from ralph.rendering import lines, to_data, whole
 
 if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
     from ralph.memory.state import LoopState
     from ralph.memory.store import MemoryStore
     from ralph.workspace.branches import ChangedFile
@@ -39,6 +42,29 @@ INTERRUPTED_MESSAGE = "interrupted: `ralph resume` continues the loop"
 
 @dataclass
 class LoopResult:
+    """How a loop ended; `json_fields` are the one object `ralph run --json` prints."""
+
+    json_fields: ClassVar[tuple[str, ...]] = (
+        "loop_id",
+        "status",
+        "stop_reason",
+        "iterations",
+        "best_iteration",
+        "best_reward",
+        "reward_history",
+        "usage",
+        "reflections_dir",
+        "exit_code",
+        "targets",
+        "guards",
+        "regressions",
+        "branch",
+        "base_branch",
+        "base_commit",
+        "best_commit",
+        "changed_files",
+    )
+
     loop_id: str
     status: str
     stop_reason: str
@@ -95,29 +121,6 @@ class LoopResult:
             **git_outcome(state),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        """The one object `ralph run --json` prints."""
-        return {
-            "loop_id": self.loop_id,
-            "status": self.status,
-            "stop_reason": self.stop_reason,
-            "iterations": self.iterations,
-            "best_iteration": self.best_iteration,
-            "best_reward": self.best_reward,
-            "reward_history": self.reward_history,
-            "usage": self.usage,
-            "reflections_dir": self.reflections_dir,
-            "exit_code": self.exit_code,
-            "targets": self.targets,
-            "guards": self.guards,
-            "regressions": self.regressions,
-            "branch": self.branch,
-            "base_branch": self.base_branch,
-            "base_commit": self.base_commit,
-            "best_commit": self.best_commit,
-            "changed_files": files_json(self.changed_files),
-        }
-
 
 def git_outcome(state: LoopState) -> dict[str, Any]:
     """Where a loop's work is: its branch, the branch it started from, the commit holding the
@@ -164,10 +167,74 @@ def _plus(total: int | None, more: int | None) -> int | None:
 
 
 def files_json(files: list[ChangedFile] | None) -> list[dict[str, Any]] | None:
-    return None if files is None else [f.to_json() for f in files]
+    """The `changed_files` of `--json`: None when unknown."""
+    data: list[dict[str, Any]] | None = to_data(files)
+    return data
 
 
-def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
+@dataclass
+class LoopStatus:
+    """What `ralph status` shows of a loop, from its state alone; its fields, in their order,
+    are what `ralph status --json` prints."""
+
+    loop_id: str
+    task: str
+    status: str
+    stop_reason: str | None
+    iteration: int
+    max_iterations: int
+    best_iteration: int | None
+    best_reward: float | None
+    baseline_reward: float | None
+    reward_history: list[float]
+    usage: dict[str, Any]
+    branch: str | None
+    base_branch: str | None
+    base_commit: str | None
+    best_commit: str | None
+    worktree: str | None
+    changed_files: list[ChangedFile] | None
+    created_at: str
+    updated_at: str
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from ralph.glyphs import changed_text, sparkline
+
+        best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
+        shown = [
+            f"{self.loop_id}  {self.status}",
+            f"  task        {self.task}",
+            f"  iteration   {self.iteration}/{self.max_iterations}  best {best}",
+            f"  rewards     {sparkline(self.reward_history)} {self.reward_history}",
+            f"  usage       {self.spent()}",
+        ]
+        if self.branch:
+            commit = f" (best commit {self.best_commit[:12]})" if self.best_commit else ""
+            shown.append(f"  branch      {self.branch}{commit}")
+        if self.worktree:
+            shown.append(f"  worktree    {self.worktree}")
+        yield from lines(*shown)
+        if self.iteration:
+            yield whole(f"  changed     {changed_text(files_json(self.changed_files))}")
+        if self.stop_reason:
+            yield from lines(f"  stopped     {self.stop_reason}")
+
+    def spent(self) -> str:
+        """Tokens and money so far; `none yet` before anything was counted (as the live
+        footer says), not unknown."""
+        if self.iteration == 0 and not self.usage.get("unrecorded_calls"):
+            return "none yet"
+        tokens_in, tokens_out = self.usage.get("tokens_in"), self.usage.get("tokens_out")
+        tokens = (
+            "tokens unknown"
+            if tokens_in is None and tokens_out is None
+            else f"{tokens_in or 0} in / {tokens_out or 0} out tokens"
+        )
+        cost = self.usage.get("cost_usd")
+        return f"{tokens}, cost {'unknown' if cost is None else f'${cost:.4f}'}"
+
+
+def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
     """What `ralph status` shows of a loop (the latest by default), from its state alone: no
     loop machinery is loaded, so the command answers at once."""
     from ralph.ids import validate_loop_id
@@ -176,20 +243,20 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> dict[str, Any]:
     store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
-    return {
-        "loop_id": state.loop_id,
-        "task": state.task,
-        "status": store.effective_status(state),
-        "stop_reason": state.stop_reason,
-        "iteration": state.iteration,
-        "max_iterations": state.settings.max_iterations,
-        "best_iteration": state.best_iteration,
-        "best_reward": state.best_reward,
-        "baseline_reward": state.baseline.reward if state.baseline else None,
-        "reward_history": state.reward_history,
-        "usage": state.usage.to_json(),
-        **git_outcome(state),  # branch, base_branch, best_commit, worktree
-        "changed_files": files_json(changed_files(store, state)),
-        "created_at": state.created_at,
-        "updated_at": state.updated_at,
-    }
+    return LoopStatus(
+        loop_id=state.loop_id,
+        task=state.task,
+        status=store.effective_status(state),
+        stop_reason=state.stop_reason,
+        iteration=state.iteration,
+        max_iterations=state.settings.max_iterations,
+        best_iteration=state.best_iteration,
+        best_reward=state.best_reward,
+        baseline_reward=state.baseline.reward if state.baseline else None,
+        reward_history=state.reward_history,
+        usage=state.usage.to_json(),
+        **git_outcome(state),  # branch, base_branch, base_commit, best_commit, worktree
+        changed_files=changed_files(store, state),
+        created_at=state.created_at,
+        updated_at=state.updated_at,
+    )

@@ -90,6 +90,7 @@ class LoopRunner:
 
     # entry points -------------------------------------------------------------------------
     def start(self, task: str, loop_id: str) -> LoopResult:
+        self._bind_judges(task, None)  # a judge's model is part of the preflight
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
         state = LoopState(loop_id=loop_id, task=task, settings=self.settings)
@@ -136,6 +137,7 @@ class LoopRunner:
             with self.store.lock(state.loop_id, self.workdir):
                 self._stop_orphans(state)
             return self.start(state.task, state.loop_id)
+        self._bind_judges(state.task, None)  # a judge's model is part of the preflight
         self.parts.evaluator.preflight()
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):

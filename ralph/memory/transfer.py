@@ -30,7 +30,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ralph.errors import StoreError
 from ralph.files import atomic_write_json, write_atomically
@@ -40,6 +40,10 @@ from ralph.memory.archive import Incoming, read_sources
 from ralph.memory.store import MAX_RECORD_BYTES, MemoryStore
 from ralph.reading import Unreadable, read_bounded, read_json_bounded
 from ralph.redact import redact, redact_data
+from ralph.rendering import whole
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
 
 CONFLICTS_DIR = "conflicts"
 
@@ -70,8 +74,11 @@ class ImportReport:
     def changed(self) -> bool:
         return bool(self.added) or any(c.new for c in self.conflicts)
 
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from (whole(line) for line in self.lines())
+
     def lines(self) -> list[str]:
-        """What the import did, as the CLI prints it: one line per change and per problem, then
+        """What the import did, as it is shown: one line per change and per problem, then
         the totals."""
         lines: list[str] = []
         verb = "would add" if self.dry_run else "added"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ralph.errors import PreflightError
 from ralph.workspace.base import name_some, shown
@@ -26,9 +25,6 @@ class ChangedFile:
     path: str
     added: int | None
     removed: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "added": self.added, "removed": self.removed}
 
 
 # ralph's own memory is no change of the loop's, wherever the project keeps it

@@ -45,7 +45,11 @@ def main_worktree(path: Path) -> Path | None:
     )
     if not lines or len(lines) < 2 or not lines[0]:
         return None
-    top, common = Path(lines[0]), Path(lines[1])
+    return main_of(Path(lines[0]), Path(lines[1]))
+
+
+def main_of(top: Path, common: Path) -> Path:
+    """The main working tree, from a work tree's top and its `--git-common-dir` (absolute)."""
     return common.parent if common.name == ".git" else top
 
 

@@ -1,0 +1,69 @@
+"""What `ralph doctor` found, as a result that draws itself: a table (failures red, findings
+for information dim; tab-separated lines in pipes and CI), the hints of what is not fine, and
+the verdict. Its JSON form is `{"ok": ..., "findings": [...]}`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ralph.rendering import Rows, whole
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+
+@dataclass
+class Row:
+    """One finding. `ok`: True fine, False a loop cannot start, None worth knowing only."""
+
+    json_fields: ClassVar[tuple[str, ...]] = ("area", "name", "status", "ok", "detail", "hint")
+
+    area: str
+    name: str
+    status: str
+    detail: str
+    ok: bool | None = True
+    hint: str | None = None
+
+
+@dataclass
+class Diagnosis:
+    """Every finding, and whether a loop can start (no finding says it cannot)."""
+
+    ok: bool
+    findings: list[Row]
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> Diagnosis:
+        return cls(all(row.ok is not False for row in rows), rows)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text
+
+        rows = self.findings
+        if not console.is_terminal:
+            cells = [[row.area, row.name, row.status, row.detail] for row in rows]
+            yield Rows("ralph doctor", ["area", "what", "status", "detail"], cells)
+        else:
+            from rich import box
+            from rich.table import Table
+
+            table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold")
+            for column in ("area", "what", "status"):
+                table.add_column(column, no_wrap=True)
+            table.add_column("detail", overflow="fold")
+            for row in rows:
+                style = {True: "green", False: "bold red", None: "dim"}[row.ok]
+                table.add_row(
+                    Text(row.area), Text(row.name), Text(row.status, style=style), Text(row.detail)
+                )
+            yield table
+        for row in rows:
+            if row.hint and row.ok is not True:
+                yield whole(f"{row.area} {row.name}: {row.hint}")
+        if self.ok:
+            yield Text("a loop can start here")
+        else:
+            failing = ", ".join(f"{r.area} {r.name}" for r in rows if r.ok is False)
+            yield whole(f"a loop cannot start here: {failing}")

@@ -1,0 +1,172 @@
+"""What `ralph reflections show` shows of one iteration: its record (actions, failing checks,
+the reflection, insights, lessons), then what the memory knows about it (obsolete, its trace,
+the loop's feedback, how often other loops used its lessons). Both draw themselves; the JSON
+form of `show` is the record file as stored (`record_data`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ralph.errors import StoreError
+from ralph.glyphs import first_line
+from ralph.ids import validate_loop_id
+from ralph.rendering import reward_text, whole
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.text import Text
+
+    from ralph.memory.search import LessonUsage
+    from ralph.memory.store import MemoryStore
+    from ralph.records import IterationRecord
+
+
+@dataclass
+class RecordView:
+    """An iteration record, drawn for a person."""
+
+    record: IterationRecord
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text
+
+        yield from (Text.from_markup(line) for line in self.markup())
+
+    def markup(self) -> Iterator[str]:
+        """The record's lines in rich markup, its own text escaped."""
+        from rich.markup import escape
+
+        record = self.record
+        ev = record.evaluator_output
+        verdict = "[green]passed[/]" if ev.passed else "[red]failed[/]"
+        yield (
+            f"[bold]{escape(record.loop_id)}[/] iteration {record.iteration}  {verdict}  "
+            f"reward {reward_text(ev.reward_signal)}  {escape(record.timestamp)}"
+        )
+        if record.task_description:
+            yield f"[bold]task[/] {escape(record.task_description)}"
+        yield "\n[bold]actions[/]"
+        for action in record.actor_output.actions or []:
+            where = f" {action.file_path}" if action.file_path else ""
+            yield f"  - {escape(action.type)}{escape(where)}: {escape(action.description)}"
+        if not record.actor_output.actions:
+            yield "  (no changes)"
+        failing = [r for r in ev.results or [] if r.status != "pass"]
+        if failing:
+            yield "\n[bold]failing checks[/]"
+            for result in failing:
+                yield f"  {escape(result.tool)}: {escape(result.status)}"
+        if ev.errors:
+            for error in ev.errors[:10]:
+                where = error.location() or "-"
+                yield f"    {escape(where)}  {escape(first_line(error.message, 120))}"
+            if record.error_count > 10:
+                yield f"    ... {record.error_count - 10} more"
+        sr = record.self_reflection
+        yield "\n[bold]reflection[/]"
+        yield f"  {escape(sr.reflection_text)}"
+        credit = sr.credit_assignment
+        if credit and (credit.root_cause or credit.failure_category):
+            yield (
+                f"  root cause: {escape(credit.root_cause or '-')}"
+                f"  [dim]({escape(credit.failure_category or 'uncategorised')})[/]"
+            )
+        for title, items in (("insights", sr.actionable_insights), ("lessons", sr.lessons_learned)):
+            if items:
+                yield f"\n[bold]{title}[/]"
+                for item in items:
+                    yield f"  - {escape(item)}"
+        if record.ralph:
+            yield f"\n[dim]reflection source: {escape(record.ralph.reflection_source)}[/]"
+            if record.ralph.quality_flags:
+                yield f"[dim]quality flags: {escape(', '.join(record.ralph.quality_flags))}[/]"
+
+
+@dataclass
+class ShownRecord:
+    """`ralph reflections show`: the record, then what the memory knows about it."""
+
+    record: IterationRecord
+    trace: str | None  # how to see its trace, when it has one
+    feedback: str | None  # the loop's feedback in words
+    usage: LessonUsage | None  # None: the search index could not tell
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text
+
+        yield RecordView(self.record)
+        if self.record.ralph and self.record.ralph.obsolete:
+            yield Text("obsolete: its lessons are never injected into a prompt")
+        if self.trace:
+            yield Text(self.trace)
+        if self.feedback is not None:
+            yield whole(self.feedback)
+        if self.usage is not None:
+            yield _usage_line(self.usage, dim=console.is_terminal)
+
+
+def _usage_line(usage: LessonUsage, *, dim: bool) -> Text:
+    """How often other loops were given this reflection's lessons, and how often that helped."""
+    from rich.text import Text
+
+    times = f"{usage.retrieved} time{'' if usage.retrieved == 1 else 's'}"
+    line = f"used by other loops: {times}, helped {usage.helped}"
+    if usage.used_by:
+        line += f" ({', '.join(usage.used_by[:5])}{', ...' if len(usage.used_by) > 5 else ''})"
+    return Text(line, style="dim" if dim else "")
+
+
+def last_iteration(store: MemoryStore, loop_id: str, iteration: int | None) -> int:
+    """`iteration`, or the loop's last record's when None."""
+    validate_loop_id(loop_id)
+    if iteration is not None:
+        return iteration
+    paths = store.record_paths(loop_id)
+    if not paths:
+        store.read_state(loop_id)  # names an unknown loop as such
+        raise StoreError(f"loop {loop_id!r} has no records yet")
+    return paths[-1][0]
+
+
+def record_data(store: MemoryStore, loop_id: str, iteration: int | None) -> Any:
+    """`show --json`: the record file as stored (read within its size limit)."""
+    from ralph.memory.store import MAX_RECORD_BYTES
+    from ralph.reading import Unreadable, read_json_bounded
+
+    iteration = last_iteration(store, loop_id, iteration)
+    path = store.record_path(loop_id, iteration)
+    if not path.exists():
+        raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+    try:
+        return read_json_bounded(path, MAX_RECORD_BYTES, strict=False)
+    except Unreadable as exc:
+        raise StoreError(f"{path}: {exc}") from None
+
+
+def show_record(store: MemoryStore, loop_id: str, iteration: int | None) -> ShownRecord:
+    """An iteration (the last by default) with what the memory knows about it."""
+    from ralph.memory.feedback import describe, read_feedback
+
+    iteration = last_iteration(store, loop_id, iteration)
+    record = store.read_record(loop_id, iteration)
+    trace = None
+    if (store.artifacts_dir(loop_id, iteration) / "trace.jsonl").is_file():
+        traced = record.ralph.trace if record.ralph else None
+        steps = f" ({traced.steps} steps)" if traced else ""
+        trace = f"trace{steps}: ralph trace {loop_id} {iteration}"
+    verdict = read_feedback(store, loop_id)
+    feedback = describe(verdict) if verdict is not None else None
+    return ShownRecord(record, trace, feedback, _usage(store, loop_id, iteration))
+
+
+def _usage(store: MemoryStore, loop_id: str, iteration: int) -> LessonUsage | None:
+    from ralph.memory.search import SearchIndex
+
+    try:
+        with SearchIndex(store) as index:
+            return index.usage(loop_id, iteration)
+    except (StoreError, sqlite3.Error, OSError):
+        return None  # the index is a convenience: `show` works without it

@@ -1,0 +1,86 @@
+"""How a result leaves ralph: one JSON form for every result (`to_data`), and `Rows`, the
+table every listing shows. A result draws itself on a terminal with `__rich_console__` (rich's
+renderable protocol); the CLI only chooses between the two (`cli/common.show`).
+
+rich is imported inside the rendering methods only: a command that prints JSON, or nothing,
+does not load it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.segment import Segment
+
+
+def to_data(obj: Any) -> Any:
+    """The JSON form of a result: a dataclass as an object of its fields, in their order, or of
+    the fields its `json_fields` names, in that order (what scripts rely on); nested results,
+    lists, tuples and mappings alike; a path as a string."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        names = getattr(obj, "json_fields", None)
+        if names is None:
+            names = [f.name for f in dataclasses.fields(obj)]
+        return {name: to_data(getattr(obj, name)) for name in names}
+    if isinstance(obj, list | tuple):
+        return [to_data(item) for item in obj]
+    if isinstance(obj, Mapping):
+        return {str(key): to_data(value) for key, value in obj.items()}
+    if isinstance(obj, PurePath):
+        return str(obj)
+    return obj
+
+
+def reward_text(value: float | None) -> str:
+    """A reward as every listing shows it: two decimals, `-` when there is none."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+@dataclass
+class Rows:
+    """A listing: a rich table on a terminal; tab-separated lines (header first) for pipes and
+    CI, whole, whatever the width."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not console.is_terminal:
+            from rich.segment import Segment
+
+            for row in [self.columns, *self.rows]:
+                yield Segment("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
+            return
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=self.title, box=box.SIMPLE_HEAD, title_justify="left")
+        for column in self.columns:
+            table.add_column(column, overflow="fold")
+        for row in self.rows:
+            table.add_row(*(Text(cell) for cell in row))
+        yield table
+
+
+def lines(*texts: str) -> Iterator[Any]:
+    """Plain lines as rich text (no markup is read in them): what a result yields for the
+    lines it shows."""
+    from rich.text import Text
+
+    for text in texts:
+        yield Text(text)
+
+
+def whole(text: str) -> Segment:
+    """A line rich never wraps nor cuts (printed through `cli/common.show`): the terminal
+    wraps it, so a command in it copies whole."""
+    from rich.segment import Segment
+
+    return Segment(text + "\n")

@@ -1,0 +1,234 @@
+"""Results render themselves: one JSON form (`rendering.to_data`), `__rich_console__` on a
+terminal or a pipe, and the CLI only choosing between them (`cli/common.show`)."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from rich.console import Console
+
+from ralph.cli.common import show
+from ralph.loop.result import LoopResult, LoopStatus
+from ralph.memory.listing import InvalidIteration, IterationList, IterationRow, LoopList, LoopRow
+from ralph.memory.shown import RecordView, ShownRecord
+from ralph.memory.validation import Validation
+from ralph.records import CheckResult
+from ralph.rendering import Rows, to_data
+from ralph.workspace.branches import ChangedFile
+from tests.fakes.loop import record
+
+
+def drawn(result: Any, *, terminal: bool = False, width: int = 200) -> str:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=width, color_system=None)
+    console.print(result, crop=False)  # as cli/common.show prints
+    return out.getvalue()
+
+
+@dataclass
+class Inner:
+    path: Path
+    pair: tuple[int, int]
+
+
+@dataclass
+class Outer:
+    json_fields: ClassVar[tuple[str, ...]] = ("b", "inner")
+    a: str
+    b: int
+    inner: list[Inner]
+
+
+def test_the_json_form_follows_json_fields_and_nests() -> None:
+    data = to_data(Outer("left out", 2, [Inner(Path("x/y"), (1, 2))]))
+    assert json.dumps(data) == '{"b": 2, "inner": [{"path": "x/y", "pair": [1, 2]}]}'
+
+
+def status(**changes: Any) -> LoopStatus:
+    fields: dict[str, Any] = dict(
+        loop_id="ralph-1", task="fix [bold]it[/]", status="failed", stop_reason="limit",
+        iteration=2, max_iterations=5, best_iteration=1, best_reward=0.5, baseline_reward=0.25,
+        reward_history=[0.5, 0.4], usage={"tokens_in": 10, "tokens_out": 5, "cost_usd": 0.01},
+        branch="ralph/ralph-1", base_branch="main", base_commit="a" * 40,
+        best_commit="b" * 40, worktree=None, changed_files=[ChangedFile("a.py", 1, 2)],
+        created_at="2026-01-01T00:00:00Z", updated_at="2026-01-01T00:01:00Z",
+    )  # fmt: skip
+    return LoopStatus(**{**fields, **changes})
+
+
+def test_a_status_draws_itself_with_its_text_taken_literally() -> None:
+    assert drawn(status()).splitlines() == [
+        "ralph-1  failed",
+        "  task        fix [bold]it[/]",
+        "  iteration   2/5  best 0.50",
+        "  rewards     ▅▄ [0.5, 0.4]",
+        "  usage       10 in / 5 out tokens, cost $0.0100",
+        f"  branch      ralph/ralph-1 (best commit {'b' * 12})",
+        "  changed     1 file: a.py +1 -2",
+        "  stopped     limit",
+    ]
+    assert "none yet" in drawn(status(iteration=0, usage={}))
+
+
+def test_the_status_json_form_keeps_its_keys_in_order() -> None:
+    assert list(to_data(status())) == [
+        "loop_id", "task", "status", "stop_reason", "iteration", "max_iterations",
+        "best_iteration", "best_reward", "baseline_reward", "reward_history", "usage", "branch",
+        "base_branch", "base_commit", "best_commit", "worktree", "changed_files", "created_at",
+        "updated_at",
+    ]  # fmt: skip
+    assert to_data(status())["changed_files"] == [{"path": "a.py", "added": 1, "removed": 2}]
+
+
+def test_a_loop_result_prints_what_run_json_always_printed() -> None:
+    result = LoopResult(
+        "ralph-1", "completed", "success", 0, 1, 1, 1.0, [1.0], {}, "dir",
+        message="not in the JSON", worktree="/w", baseline_reward=0.5, changed_files=None,
+    )  # fmt: skip
+    data = to_data(result)
+    assert list(data)[:4] == ["loop_id", "status", "stop_reason", "iterations"]
+    assert "message" not in data and "worktree" not in data and "baseline_reward" not in data
+    assert data["exit_code"] == 0 and data["changed_files"] is None
+
+
+def test_listings_are_tab_separated_lines_off_a_terminal_at_any_width(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "20")  # a pipe must not get its rows cut at the width
+    task = "a task long enough to pass any narrow terminal width"
+    show(LoopList([LoopRow("ralph-1", task, "completed", 2, 1.0, "2026-01-01T00:00:00Z", None)]))
+    assert capsys.readouterr().out.splitlines() == [
+        "loop\ttask\tstatus\titer\tbest\tupdated",
+        f"ralph-1\t{task}\tcompleted\t2\t1.00\t2026-01-01 00:00:00",
+    ]
+
+
+def test_a_listing_json_form_is_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = IterationList(
+        "ralph-1",
+        [
+            IterationRow(1, True, False, 0.5, None, "cause", "I failed."),
+            InvalidIteration(2, False, "not JSON"),
+        ],
+    )
+    show(rows, as_json=True)
+    assert json.loads(capsys.readouterr().out) == [
+        {
+            "iteration": 1,
+            "valid": True,
+            "passed": False,
+            "reward": 0.5,
+            "failure_category": None,
+            "root_cause": "cause",
+            "reflection": "I failed.",
+        },
+        {"iteration": 2, "valid": False, "problem": "not JSON"},
+    ]
+
+
+def test_an_empty_listing_says_how_to_start() -> None:
+    assert drawn(LoopList()) == 'no loops yet: start one with `ralph run "TASK"`\n'
+
+
+def test_a_terminal_gets_a_table() -> None:
+    text = drawn(Rows("loops", ["loop", "task"], [["ralph-1", "[red]x[/]"]]), terminal=True)
+    assert "loops" in text and "[red]x[/]" in text and "\t" not in text
+
+
+def test_a_record_shows_a_check_name_with_brackets_as_written() -> None:
+    rec = record(1)
+    rec.evaluator_output.results = [CheckResult(tool="[bold]lint[/]", status="fail")]
+    assert "  [bold]lint[/]: fail" in drawn(RecordView(rec)).splitlines()
+
+
+def test_show_adds_what_the_memory_knows() -> None:
+    text = drawn(ShownRecord(record(1), "trace: ralph trace ralph-fake-1 1", "accepted", None))
+    lines = text.splitlines()
+    assert lines[0].startswith("ralph-fake-1 iteration 1  failed  reward 0.50")
+    assert lines[-2:] == ["trace: ralph trace ralph-fake-1 1", "accepted"]
+
+
+def test_a_validation_counts_and_exits_1_when_a_file_is_invalid() -> None:
+    bad = Validation([Path("a.json"), Path("b.json")], {Path("b.json"): ["$: broken"]})
+    assert drawn(bad).splitlines() == [
+        "invalid b.json",
+        "  $: broken",
+        "1 valid, 1 invalid (2 files)",
+    ]
+    assert bad.exit_code == 1 and Validation([Path("a.json")]).exit_code == 0
+
+
+def test_a_doctor_diagnosis_prints_ok_then_its_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    diagnosis = Diagnosis.of([Row("git", "repository", "dirty", "a.py", False, "commit")])
+    show(diagnosis, as_json=True)
+    finding = {"area": "git", "name": "repository", "status": "dirty", "ok": False}
+    expected = {**finding, "detail": "a.py", "hint": "commit"}
+    assert (
+        capsys.readouterr().out
+        == json.dumps({"ok": False, "findings": [expected]}, indent=2) + "\n"
+    )
+
+
+def test_a_hint_to_copy_is_never_wrapped_by_rich_on_a_terminal() -> None:
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD " * 2
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=40, color_system=None)
+    console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
+    assert f"check -: {hint}" in out.getvalue().splitlines()
+
+
+def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> None:
+    from ralph.loop.handoff import Pruned, PruneItem
+
+    item = PruneItem("ralph-1", "failed", "2026-01-01", branch="ralph/1", branch_commit="c" * 40)
+    pruned = Pruned(False, [item], Path("/m/reflections"))
+    assert drawn(pruned).splitlines() == [
+        f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
+        "1 loop(s) pruned; their records stay in /m/reflections",
+    ]
+    assert list(to_data(pruned)) == ["dry_run", "loops"]
+    assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"
+
+
+def test_an_apply_with_conflicts_names_them_and_how_to_undo() -> None:
+    from ralph.loop.handoff import ApplyOutcome
+
+    done = ApplyOutcome("ralph-1", 2, "d" * 40, "ralph/1", ["a.py"], ["a.py"], accepted=False)
+    assert drawn(done).splitlines() == [
+        f"applied iteration 2 of ralph-1 ({'d' * 12}): 1 file, staged, not committed",
+        "  a.py",
+        "conflicts in a.py: resolve them and commit, or undo with `git reset --merge`",
+    ]
+    assert to_data(done)["conflicts"] == ["a.py"]
+
+
+def test_an_import_report_draws_its_lines_as_written() -> None:
+    from ralph.memory.transfer import ImportReport
+
+    report = ImportReport(dry_run=True, added=[("ralph-1", 1, "ci/[red]run")])
+    assert drawn(report, terminal=True, width=30).splitlines() == report.lines()
+    assert report.lines()[0] == "would add ralph-1#1 (from ci/[red]run)"
+
+
+def test_search_hits_show_relevance_against_the_best_and_say_when_none_match() -> None:
+    from ralph.memory.listing import SearchResults
+    from ralph.memory.search import Hit
+
+    def hit(n: int, score: float) -> Hit:
+        return Hit(f"ralph-{n}", 1, score, "t", None, 0.5, False, n == 2, "I failed.", "cause")
+
+    lines = drawn(SearchResults("date", [hit(1, 2.0), hit(2, 1.0)])).splitlines()
+    assert lines[1:] == [
+        "100%\tralph-1#1\t-\t0.50\t0/0\tcause",
+        "50%\tralph-2#1\t-\t0.50\t0/0\t[obsolete] cause",
+    ]
+    assert drawn(SearchResults("date", [])) == "no reflection matches 'date'\n"
