@@ -3,11 +3,12 @@
     python bench/trace.py [--events 20000] [--result-kb 20] [--stored-steps 300000]
 
 Builds a claude stream-json of EVENTS tool calls, each with a RESULT-KB tool result, plus the
-same volume of non-JSON noise, and times `ralph.tracing.parse_stream` (parse, redact, trim, bound)
-and writing `trace.jsonl`. Prints the stream size, the time and the trace file's size (bounded:
-it must stay in the tens of kilobytes whatever the stream's size). Then times `ralph trace`'s
-reading and drawing of a stored `trace.jsonl` of STORED-STEPS steps (a corrupt or foreign file:
-ralph writes at most a few hundred), which must take a second or two, not minutes.
+same volume of non-JSON noise, and times `ralph.actors.tracing.parse_stream` (parse, redact,
+trim, bound) and writing `trace.jsonl`. Prints the stream size, the time and the trace file's
+size (bounded: it must stay in the tens of kilobytes whatever the stream's size). Then times
+`ralph trace`'s reading and drawing of a stored `trace.jsonl` of STORED-STEPS steps (a corrupt
+or foreign file: ralph writes at most a few hundred), which must take a second or two, not
+minutes.
 """
 
 from __future__ import annotations

@@ -33,6 +33,11 @@ def first_line(text: str, width: int | None = None) -> str:
     return line if width is None else clip(line, width)
 
 
+def plural(n: int, word: str) -> str:
+    """`1 error`, `2 errors`: a count with its noun, the one rule for every sentence ralph says."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def changed_text(files: Sequence[Mapping[str, Any]] | None, limit: int = 8) -> str:
     """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
     (the `changed_files` of `--json`)."""
@@ -48,4 +53,4 @@ def changed_text(files: Sequence[Mapping[str, Any]] | None, limit: int = 8) -> s
 
     shown = ", ".join(one(f) for f in files[:limit])
     more = f", … {len(files) - limit} more" if len(files) > limit else ""
-    return f"{len(files)} file{'' if len(files) == 1 else 's'}: {shown}{more}"
+    return f"{plural(len(files), 'file')}: {shown}{more}"

@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypeAlias
 
 from ralph.escapes import StreamCleaner, strip_escapes
 from ralph.redact import redact
+
+Child: TypeAlias = "subprocess.Popen[bytes]"  # a started command, for those that track them
 
 OutputCallback = Callable[[str, str], None]
 KILL_GRACE_SECONDS = 2.0
@@ -159,6 +161,31 @@ def run(
     )
 
 
+@dataclass(frozen=True)
+class Captured:
+    """What a short helper command said, byte for byte (no cap, no redaction: for git's own
+    answers, such as paths, which must stay exact)."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+def capture(
+    argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None
+) -> Captured | None:
+    """Run a short helper command (git plumbing) to its end with no input; None when it could
+    not start or outlived `timeout`. For what the user's checks and actors run, use `run`."""
+    try:
+        done = subprocess.run(
+            list(argv), cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Captured(done.returncode, done.stdout, done.stderr)
+
+
 def _wait(
     proc: subprocess.Popen[bytes],
     started: float,
@@ -259,7 +286,8 @@ def _group_alive(pgid: int) -> bool:
     Orphans are reparented to PID 1, which in a container may never reap them; a zombie still
     answers kill(0), so on Linux /proc is asked for live members instead. A group kill(0) does
     not find has no member at all: the usual case, answered without reading all of /proc
-    (1-3 ms, twice per iteration).
+    (a scan that costs milliseconds, twice per
+    iteration: `bench/loop.py`).
     """
     try:
         os.killpg(pgid, 0)

@@ -346,8 +346,15 @@ class IterationRecord:
     def reward(self) -> float:
         """The reward; never 1.0 for an attempt that did not pass (older records stored
         0.9987 for one failing test in a thousand, which showed as 1.00)."""
-        reward = self.evaluator_output.reward_signal or 0.0
-        return reward if self.evaluator_output.passed else min(reward, BEST_FAILING_REWARD)
+        return shown_reward(
+            self.evaluator_output.reward_signal or 0.0, self.evaluator_output.passed
+        )
+
+
+def shown_reward(reward: float, passed: bool) -> float:
+    """The one reward cap: what did not pass scores at most `BEST_FAILING_REWARD`, so a
+    failing attempt never reads as 1.00 (the record model and `ralph analyze` both use it)."""
+    return reward if passed else min(reward, BEST_FAILING_REWARD)
 
 
 T = TypeVar("T")

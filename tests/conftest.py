@@ -71,7 +71,7 @@ def _isolated_env(
 
 @pytest.fixture(autouse=True)
 def _states_match_their_schema(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loop writes its state without the schema (its types keep it valid, issue 21):
+    """The loop writes its state without the schema (its types keep it valid):
     every state a test writes is checked here, so one the schema refuses fails that test."""
     import json
 

@@ -119,6 +119,8 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     assert "reflexion" in table.out and "100%" in table.out and "paired bootstrap" in table.out
     assert "— tokens: no run of the arm reported any" in table.out
     assert "0 of 2 runs of reflexion" in table.out  # no `cmd:` run has a price: cost unknown
+    assert "-100% [-100%, -100%]†" in table.out  # the interval over 2 tasks is marked
+    assert "† over 2 tasks: too few for the interval to mean much" in table.out
     csv_rows = ralph("bench", tasks, "--resume", "--csv", cwd=project).out.splitlines()
     assert csv_rows[0].startswith("arm,k,success_at_k")
     assert "reflexion,2,1.0,2.0,,,0,0,2" in csv_rows

@@ -1,4 +1,4 @@
-"""Before the loop (issue 17): help that teaches, settings in pyproject.toml and --config, loop
+"""Before the loop: help that teaches, settings in pyproject.toml and --config, loop
 ids by prefix and `latest`, shell completion, `run --dry-run`, `ralph prompt`, check progress."""
 
 from __future__ import annotations

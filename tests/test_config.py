@@ -58,7 +58,9 @@ def test_unknown_environment_setting_is_named(tmp_path: Path) -> None:
 
 
 def test_runtime_variables_are_not_settings(tmp_path: Path) -> None:
-    load(tmp_path, environ={"RALPH_PROMPT_FILE": "/tmp/p", "RALPH_LOOP_ID": "ralph-x-1"})
+    """The variables ralph sets for an actor are neither refused nor read as settings."""
+    runtime = {"RALPH_PROMPT_FILE": "/tmp/p", "RALPH_LOOP_ID": "ralph-x-1", "RALPH_ITERATION": "3"}
+    assert load(tmp_path, environ=runtime) == load(tmp_path, environ={})
 
 
 def test_test_shortcut_comes_first_and_infers_parser(tmp_path: Path) -> None:

@@ -21,7 +21,13 @@ from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators import mypy as mypy_module
 from ralph.evaluators.base import CheckOutcome, Evaluation, OutputCallback
 from ralph.evaluators.judging import Baseline
-from ralph.evaluators.suite import CheckSuite, fingerprint, make_check, verification_type
+from ralph.evaluators.suite import (
+    CheckSuite,
+    fingerprint,
+    make_check,
+    missing_tool,
+    verification_type,
+)
 from ralph.memory.state import BaselineSummary
 from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
 
@@ -625,7 +631,9 @@ def test_preflight_names_a_missing_python_module() -> None:
 
 
 def test_preflight_accepts_installed_tools_and_shell_builtins() -> None:
-    CheckSuite([*SPECS, CheckSpec("build", "cd . && true", "shell")]).preflight()
+    suite = CheckSuite([*SPECS, CheckSpec("build", "cd . && true", "shell")])
+    assert [missing_tool(check) for check in suite.checks] == [None] * (len(SPECS) + 1)
+    assert suite.preflight() is None  # type: ignore[func-returns-value]
 
 
 def test_preflight_without_checks_says_how_to_add_them() -> None:

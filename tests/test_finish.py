@@ -1,5 +1,5 @@
-"""After the loop (issue 17): the final lines, readable commits, `ralph apply`, `ralph prune`, and
-their implicit feedback (issue 19). Real git in temporary repositories, a fake agent script."""
+"""After the loop: the final lines, readable commits, `ralph apply`, `ralph prune`, and
+their implicit feedback. Real git in temporary repositories, a fake agent script."""
 
 from __future__ import annotations
 

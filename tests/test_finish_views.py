@@ -1,4 +1,4 @@
-"""What a person sees after the loop (issue 17): analyze at 80 columns, the HTML legend,
+"""What a person sees after the loop: analyze at 80 columns, the HTML legend,
 summaries that lead with the root cause, whole words in CSV, whole lines in a pipe, and a
 demo that cleans up after itself."""
 

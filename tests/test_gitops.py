@@ -386,8 +386,8 @@ def test_open_workspace_picks_git_or_a_snapshot(repo: Path, tmp_path: Path) -> N
     plain.mkdir()
     assert find_repo_root(repo / "a.py") == repo.resolve()
     assert find_repo_root(plain) is None
-    assert open_workspace(repo).is_git
-    assert not open_workspace(repo, use_git=False).is_git
+    assert isinstance(open_workspace(repo), GitWorkspace)
+    assert isinstance(open_workspace(repo, use_git=False), SnapshotWorkspace)
     assert isinstance(open_workspace(plain), SnapshotWorkspace)
 
 

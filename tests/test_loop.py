@@ -191,16 +191,6 @@ def test_bad_window_policy_is_a_usage_error(ralph: RunCli, repo: Path) -> None:
     assert "lifo" in result.err and "Traceback" not in result.err
 
 
-def test_hung_actor_is_killed_at_idle_timeout(ralph: RunCli, repo: Path) -> None:
-    plan(repo, {"1": {"hang": True}, "2": write("full")})
-    args = run_args("--reflector", "heuristic", "--idle-timeout", "1")
-    result = ralph(*args, cwd=repo)
-    assert result.code == 0
-    first = assert_every_record_valid(repo)[0]
-    assert "idle timeout" in first["notes"]
-    assert not alive(int(seen("pid-1")))
-
-
 def test_dirty_tree_is_refused(ralph: RunCli, repo: Path) -> None:
     (repo / "calc.py").write_text("# my uncommitted work\n")
     result = ralph(*run_args(), cwd=repo)

@@ -113,7 +113,7 @@ def test_a_state_whose_settings_cannot_be_read_is_one_store_error(tmp_path: Path
 
 
 def test_a_state_with_a_status_the_schema_does_not_know_is_never_written(tmp_path: Path) -> None:
-    """The one writer skips the schema (issue 21); the one field its types leave open is
+    """The one writer skips the schema; the one field its types leave open is
     checked, and nothing reaches the file."""
     store = MemoryStore(tmp_path)
     with pytest.raises(StoreError, match="status 'finished'"):

@@ -73,7 +73,7 @@ def test_secret_environment_values_are_redacted(tmp_path: Path) -> None:
 
 
 def test_the_environment_is_read_again_once_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its secrets are kept between redactions (issue 21), never past a change."""
+    """Its secrets are kept between redactions, never past a change."""
     monkeypatch.setenv("DEMO_TOKEN", "first-secret-value")
     assert redact("a first-secret-value") == "a [REDACTED:DEMO_TOKEN]"
     monkeypatch.setenv("DEMO_TOKEN", "second-secret-value")
@@ -161,7 +161,7 @@ def test_a_ctrl_c_while_the_command_is_being_set_up_kills_it(
 
 def test_a_group_is_alive_while_a_member_runs_and_gone_once_none_is_left(tmp_path: Path) -> None:
     """`kill_group` asks this after every command; a group with no member at all is answered
-    without reading /proc (issue 21), one with a live member still counts."""
+    without reading /proc, one with a live member still counts."""
     leader = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         assert process._group_alive(leader.pid)

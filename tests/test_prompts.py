@@ -120,7 +120,7 @@ def test_override_in_project_replaces_the_packaged_template(tmp_path: Path) -> N
 
 
 def test_an_override_edited_during_a_loop_is_used_for_the_next_prompt(tmp_path: Path) -> None:
-    """Templates are parsed once (issue 21), per text: an edit between two prompts shows."""
+    """Templates are parsed once, per text: an edit between two prompts shows."""
     write_override(tmp_path, "actor", "FIRST {{task}}")
     assert templates.render("actor", actor_context(), project_root=tmp_path).startswith("FIRST")
     write_override(tmp_path, "actor", "SECOND {{task}}")

@@ -387,7 +387,7 @@ def stalled_by_definition(history: list[Attempt], baseline: Attempt | None) -> i
 def test_the_plateau_is_counted_in_one_pass_as_defined(
     raw: list[tuple[float, bool, str]], with_baseline: bool, start: float
 ) -> None:
-    """Issue 21: counted in one pass, asked twice per iteration; the same count as defined."""
+    """Counted in one pass, asked twice per iteration; the same count as defined."""
     history = [Attempt(i + 1, r, ok, fp) for i, (r, ok, fp) in enumerate(raw)]
     baseline = Attempt(0, start, False, "a") if with_baseline else None
     expected = stalled_by_definition(history, baseline)

@@ -8,10 +8,15 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ralph.analyze.trace_stats import trace_facts
 from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
-from ralph.records import BEST_FAILING_REWARD, MAX_COST_USD, MAX_PHASE_MS, MAX_TOKENS
+from ralph.records import (
+    MAX_COST_USD,
+    MAX_PHASE_MS,
+    MAX_TOKENS,
+    known_sum,
+    shown_reward,
+)
 
 
 @dataclass(slots=True)
@@ -36,7 +41,7 @@ class IterationFacts:
     task: str | None
     lessons_used: int
     improved: bool | None
-    actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
+    actions: dict[str, int] | None = None  # the agent's actions by kind (trace_facts)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
     regressions: int | None = None  # what worked before the loop and broke in this attempt
 
@@ -105,6 +110,22 @@ def _ints(value: Any, what: str) -> list[int]:
     return value
 
 
+def trace_facts(summary: Any) -> dict[str, Any]:
+    """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
+    if not isinstance(summary, dict):
+        return {}
+    from ralph.actors.trace import tool_kind  # here: a run over records without traces skips it
+
+    kinds: dict[str, int] = {}
+    actions = summary.get("actions")
+    for tool, count in (actions if isinstance(actions, dict) else {}).items():
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            kind = tool_kind(str(tool))
+            kinds[kind] = kinds.get(kind, 0) + count
+    ran = summary.get("ran_checks")
+    return {"actions": kinds, "ran_checks": ran if isinstance(ran, bool) else None}
+
+
 def normalise_root_cause(text: str) -> str:
     """Lowercase, whitespace collapsed, trailing punctuation stripped: the same cause twice."""
     return " ".join(text.split()).lower().rstrip(".,;:!? ")
@@ -127,8 +148,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     reward = 0.0 if raw_reward is None else _number(raw_reward, "reward_signal")
     if not 0.0 <= reward <= 1.0:
         raise ValueError("reward_signal is outside [0, 1]")
-    if not ev["passed"]:
-        reward = min(reward, BEST_FAILING_REWARD)  # never 1.00 for what did not pass
+    reward = shown_reward(reward, ev["passed"])
     errors = ev.get("errors") or []
     text, credit = sr["reflection_text"], sr.get("credit_assignment") or {}
     if not isinstance(text, str) or not isinstance(credit, dict):
@@ -141,9 +161,9 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
     if not isinstance(flags, list):
         raise ValueError("ralph.quality_flags is not a list")
     counts = [usage.get(key) for key in TOKEN_FIELDS]
-    # TypeError on a non-number: the file is then validated
-    tokens = sum(n for n in counts if n is not None) if counts != NO_TOKENS else None
-    if tokens is not None and not 0 <= tokens <= MAX_TOKENS:
+    # TypeError on a non-number: the file is then validated; a saturated sum is no count
+    tokens = known_sum(counts) if counts != NO_TOKENS else None
+    if tokens is not None and not 0 <= tokens < MAX_TOKENS:
         tokens = None
     cost = usage.get("cost_usd")
     if cost is not None and not 0 <= _number(cost, "cost_usd") <= MAX_COST_USD:

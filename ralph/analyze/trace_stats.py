@@ -1,8 +1,8 @@
 """What agents did, over many attempts, for `ralph analyze`: edits vs reads vs commands per
 iteration, and whether attempts in which the agent ran the checks itself succeed more often.
 
-Read from each record's `ralph.trace` summary (ralph/trace.py); records without one (older
-ralph, or an actor whose work ralph cannot see) are not counted.
+Read from each record's `ralph.trace` summary (actors/trace.py), as `facts.trace_facts` keeps
+it; records without one (older ralph, or an actor whose work ralph cannot see) are not counted.
 
 - **per iteration**: the mean number of actions of each kind (edit, read, command, search,
   other) over the attempts that have a trace.
@@ -14,28 +14,11 @@ ralph, or an actor whose work ralph cannot see) are not counted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ralph.analyze.facts import IterationFacts
+from ralph.analyze.facts import IterationFacts
 
 KINDS = ("edit", "read", "command", "search", "other")
-
-
-def trace_facts(summary: Any) -> dict[str, Any]:
-    """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
-    if not isinstance(summary, dict):
-        return {}
-    from ralph.actors.trace import tool_kind  # here: a run over records without traces skips it
-
-    kinds: dict[str, int] = {}
-    actions = summary.get("actions")
-    for tool, count in (actions if isinstance(actions, dict) else {}).items():
-        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
-            kind = tool_kind(str(tool))
-            kinds[kind] = kinds.get(kind, 0) + count
-    ran = summary.get("ran_checks")
-    return {"actions": kinds, "ran_checks": ran if isinstance(ran, bool) else None}
 
 
 def _share(part: int, whole: int) -> float | None:

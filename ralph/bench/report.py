@@ -8,6 +8,8 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.glyphs import plural
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -93,7 +95,7 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
     differences = [a.get(f"vs_{arms[0]['arm']}") or {} for a in arms]
     if summary.get("too_few_tasks") and any(d.get("difference") is not None for d in differences):
         lines.append(
-            f"{FEW} over {summary['tasks']} task{'' if summary['tasks'] == 1 else 's'}: too few"
+            f"{FEW} over {plural(summary['tasks'], 'task')}: too few"
             " for the interval to mean much (a bootstrap over a handful of tasks is narrow"
             " because there is little to resample); it needs 10 or more"
         )

@@ -1,7 +1,7 @@
 """`ralph bench TASKS.yaml`: does the memory help? The Reflexion paper's ablation, on your tasks.
 
 Every (task, arm, repeat) is one loop in its own worktree from the same commit, run by the
-batch machinery (`ralph.batch.Batch`: at most `--jobs` at once, Ctrl-C saves them all); the
+batch machinery (`ralph.loop.batch.Batch`: at most `--jobs` at once, Ctrl-C saves them all); the
 runs are queued task by task with the arms interleaved, so drift in a remote model's behaviour
 does not favour one arm. An arm is a name and run flags: `reflexion` (the configured Ω and
 lessons) and `no-memory` (`--omega 0 --lessons 0`, the paper's "no reflection" baseline) by
@@ -292,7 +292,7 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
     for arm in arms:
         greens = [r.green_at for r in arm.runs if r.green_at is not None]
         parts = [r for r in arm.runs if r.counted]
-        tokens = [r.tokens for r in parts if r.tokens is not None]
+        tokens = [r.tokens for r in parts if r.tokens is not None]  # how many reported any
         costs = [r.cost_usd for r in parts]
         out.append(
             {
@@ -304,7 +304,7 @@ def summarise(arms: list[ArmResult], max_k: int) -> dict[str, Any]:
                 "mean_iterations_to_green": round(statistics.fmean(greens), 3) if greens else None,
                 # the sum over the runs that reported tokens, and how many did (report.py
                 # marks a partial sum); None when none did, never 0
-                "tokens": sum(tokens) if tokens else None,
+                "tokens": known_sum(tokens),
                 "tokens_known_runs": len(tokens),
                 # money by its one rule, as in each loop's state: unknown when one run's cost
                 # is (report.py says how many reported one); None when no run used anything

@@ -10,7 +10,6 @@ same repository with a real agent.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from ralph import glyphs
 from ralph.errors import PreflightError
+from ralph.process import capture
 
 TASK = "make the date parser accept every format its tests use, with clean mypy and ruff"
 
@@ -173,9 +173,10 @@ def build_repository(target: Path) -> Path:
 
 def _git(cwd: Path, *args: str) -> None:
     identity = ["-c", "user.name=ralph demo", "-c", "user.email=demo@ralph.invalid"]
-    done = subprocess.run(["git", *identity, *args], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise PreflightError(f"git {args[0]} failed in the demo repository: {done.stderr.strip()}")
+    done = capture(["git", *identity, *args], cwd=cwd)
+    if done is None or done.exit_code != 0:
+        why = done.stderr.decode("utf-8", "replace").strip() if done else "git did not start"
+        raise PreflightError(f"git {args[0]} failed in the demo repository: {why}")
 
 
 def require_tools() -> None:

@@ -1,7 +1,7 @@
 """Reporters for the loop's events: a rich live view, plain timestamped lines, and CI extras.
 
 Human output goes to stderr so that `ralph run --json` prints exactly one JSON object on stdout.
-ui.py knows nothing about git or how checks run: it only formats what the loop tells it.
+It knows nothing about git or how checks run: it only formats what the loop tells it.
 """
 
 from __future__ import annotations

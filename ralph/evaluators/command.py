@@ -12,14 +12,13 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import threading
 from pathlib import Path
 
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.process import DEFAULT_CAP, ProcessResult, executable_of
+from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
 
 # Tools write colour codes when asked to (FORCE_COLOR, a `--color=yes` in a config); these ask
@@ -29,7 +28,7 @@ FORCED_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE", "MYPY_FORCE_COLOR", "PY_COLORS
 STORED_CHARS = 4000  # stdout/stderr kept in the record; the full log goes to the loop's files
 TAIL_LINES = 20
 
-_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE: set[Child] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -97,9 +96,9 @@ class CommandCheck:
     ) -> ProcessResult:
         """Run once, registered so `kill_running_checks` can stop it; keeps the full log."""
         name = self.spec.name
-        started: list[subprocess.Popen[bytes]] = []
+        started: list[Child] = []
 
-        def register(proc: subprocess.Popen[bytes]) -> None:
+        def register(proc: Child) -> None:
             with _LIVE_LOCK:
                 _LIVE.add(proc)
             started.append(proc)

@@ -78,7 +78,6 @@ class JudgeCheck:
         self.base_commit: str | None = None  # the diff is taken against it; HEAD at first run
         self.bound = False  # a loop told it its task and model (`bind`)
         self.last_log = ""
-        self.last_answer: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
     def tool(self) -> str:
@@ -150,7 +149,6 @@ class JudgeCheck:
         if answer is None:
             why = f"the judge's answer is invalid after one repair: {problems[0]}"
             return self._outcome("error", started, [_diagnostic(why, "runtime_error")])
-        self.last_answer = answer
         if on_output is not None:
             on_output(self.spec.name, json.dumps(answer) + "\n")
         return self.verdict(answer, started)

@@ -28,14 +28,13 @@ import hashlib
 import os
 import re
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.escapes import strip_escapes
@@ -43,6 +42,9 @@ from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.redact import redact
+
+if TYPE_CHECKING:
+    from ralph.process import Child
 
 TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations", "allow_test_edits")
 DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
@@ -332,7 +334,7 @@ class Batch:
         self.root, self.store, self.entries, self.view = root, store, entries, view
         self.lock = threading.Lock()
         self.stopping = False
-        self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.running: dict[str, Child] = {}
         # The loops inherit this process's SIGINT: ignored (`ralph batch ... &` in a script),
         # it never reaches them, so they are stopped with SIGTERM, which ralph always handles
         # like Ctrl-C (as `ralph abort` does); otherwise with SIGINT, a Ctrl-C.
@@ -412,7 +414,7 @@ class Batch:
             + (f" — {entry.error}" if entry.error else ""),
         )
 
-    def _started(self, entry: Entry, proc: subprocess.Popen[bytes]) -> None:
+    def _started(self, entry: Entry, proc: Child) -> None:
         with self.lock:
             self.running[entry.loop_id] = proc
             if self.stopping:  # Ctrl-C came while it was starting
@@ -436,7 +438,7 @@ class Batch:
             _interrupt(proc, self.stop_signal)
 
 
-def _interrupt(proc: subprocess.Popen[bytes], stop_signal: int) -> None:
+def _interrupt(proc: Child, stop_signal: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(proc.pid, stop_signal)
 

@@ -123,7 +123,7 @@ class Iteration:
         return sum_costs(self.acted.result.cost_usd, *checks, *reflector)
 
     def actor_notes(self) -> list[str]:
-        """What stopped the actor, and what ralph ignored in its output (issue 15)."""
+        """What stopped the actor, and what ralph ignored in its output."""
         result = self.acted.result
         timed_out = [f"actor stopped at its {result.timed_out} timeout"] if result.timed_out else []
         return [*timed_out, *result.notes]

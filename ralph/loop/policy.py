@@ -91,7 +91,7 @@ class StopPolicy:
         """How many of the latest attempts in a row failed the same way without improving.
 
         Linear: asked twice per iteration, it must not cost more at iteration 200 than the
-        one walk over the history (issue 21)."""
+        one walk over the history."""
         best = baseline.reward if baseline else None
         best_before = []  # the best reward before each attempt (0.0 before anything)
         for attempt in history:

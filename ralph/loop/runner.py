@@ -98,7 +98,7 @@ class LoopRunner:
             # a dirty tree is refused before the checks run
             self.parts.workspace.preflight_loop(loop_id, allow_dirty=self.settings.allow_dirty)
             self.store.ensure()
-            self._claim(state)  # issue 15: saved before the baseline starts
+            self._claim(state)  # saved before the baseline starts
             self._bind_judges(task, self.parts.workspace.current_commit())
             self.reporter.phase(0, "baseline")
             evaluation = self.parts.evaluator.evaluate_baseline(
@@ -133,7 +133,7 @@ class LoopRunner:
             )
         if state.status in ("completed", "aborted"):
             raise PreflightError(f"loop {state.loop_id} is {state.status}: nothing to resume")
-        if state.baseline is None:  # killed during its baseline (issue 15): begin again
+        if state.baseline is None:  # killed during its baseline: begin again
             with self.store.lock(state.loop_id, self.workdir):
                 self._stop_orphans(state)
             return self.start(state.task, state.loop_id)
@@ -187,7 +187,7 @@ class LoopRunner:
         if git is None:
             self.reporter.note("not a git repository (or --no-git): no commits, no rollback")
             return None
-        if note := git.user_changes_note():  # issue 15: --allow-dirty keeps your index
+        if note := git.user_changes_note():  # --allow-dirty keeps your index
             self.reporter.note(note)
         if self.workdir != self.store.root:  # a linked worktree: `resume` must find it again
             git = replace(git, worktree=str(self.workdir))
@@ -216,7 +216,7 @@ class LoopRunner:
                     return self._stop(state, decision, started)
                 self._rollback(state)
         except KeyboardInterrupt:
-            aborted = self.store.abort_requested(state.loop_id)  # `ralph abort` (issue 15)
+            aborted = self.store.abort_requested(state.loop_id)  # `ralph abort`
             state.status, state.stop_reason = (
                 ("aborted", "aborted by user") if aborted else ("paused", "interrupted")
             )

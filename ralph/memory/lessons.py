@@ -14,7 +14,7 @@ their lessons in the prompt's `lessons` section, apart from this loop's own Ω w
   baseline, say something about that loop's environment, not about code (reflection/heuristic).
 - Hygiene: near-identical lessons (word-set Jaccard >= `DUPLICATE_THRESHOLD`) count once and the
   newest wording wins; each lesson is capped and all of them fit `LESSON_TOKENS` tokens.
-- Candidates come from the FTS5 index (`ralph.search`), so this stays fast on a large memory.
+- Candidates come from the FTS5 index (`ralph.memory.search`), so this stays fast on a large memory.
 """
 
 from __future__ import annotations

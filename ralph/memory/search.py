@@ -26,28 +26,24 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
 from ralph.files import RACY_NS
-from ralph.glyphs import clip
 from ralph.ids import LOOP_ID_PATTERN
+from ralph.memory.indexed import INDEX_VERSION, SCHEMA, record_document
 from ralph.memory.lessons import (
     ENVIRONMENT_CATEGORY,
-    MAX_ERRORS,
     Failure,
-    lesson_texts,
-    parse_lesson_id,
 )
 from ralph.memory.sqlite_cache import create, open_cache
 from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, MemoryStore
 from ralph.reading import read_json_bounded
 
 INDEX_NAME = "search.sqlite"
-INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
 # bm25 column weights for `ralph reflections search`: the root cause and lessons say most.
 # bm25 weights of the columns: task, reflection, root_cause, insights, lessons, errors
 SEARCH_WEIGHTS = (0.5, 1.0, 2.0, 1.0, 1.5, 1.0)
@@ -56,26 +52,6 @@ CANDIDATES = 100
 # bm25() scores every matching row, so this bounds a query's cost however large the memory is,
 # and the rarest terms are the ones that decide a bm25 ranking anyway.
 MATCH_BUDGET = 5000
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS loops (loop_id TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS docs (
-    id INTEGER PRIMARY KEY, loop_id TEXT NOT NULL, iteration INTEGER NOT NULL,
-    mtime_ns INTEGER, size INTEGER, inode INTEGER, valid INTEGER NOT NULL,
-    ts REAL, timestamp TEXT, passed INTEGER, obsolete INTEGER, category TEXT, confidence REAL,
-    fingerprint TEXT, improved INTEGER, summary TEXT, root_cause TEXT, failure TEXT,
-    lessons TEXT, UNIQUE (loop_id, iteration));
-CREATE INDEX IF NOT EXISTS docs_fingerprint ON docs (fingerprint);
-CREATE TABLE IF NOT EXISTS uses (doc INTEGER NOT NULL, source_loop TEXT NOT NULL,
-    source_iteration INTEGER NOT NULL, lesson TEXT NOT NULL, improved INTEGER);
-CREATE INDEX IF NOT EXISTS uses_source ON uses (source_loop, source_iteration);
-CREATE INDEX IF NOT EXISTS uses_doc ON uses (doc);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
-    task, reflection, root_cause, insights, lessons, errors, tokenize = 'porter unicode61');
-CREATE VIRTUAL TABLE IF NOT EXISTS failures USING fts5 (tokens, tokenize = 'unicode61');
-CREATE VIRTUAL TABLE IF NOT EXISTS failures_terms USING fts5vocab (failures, row);
-"""
-
 
 # --- results -----------------------------------------------------------------------------------
 
@@ -265,7 +241,7 @@ class SearchIndex:
     def _add(self, loop_id: str, iteration: int, path: str, key: tuple[int, int, int]) -> None:
         try:
             data = read_json_bounded(path, MAX_RECORD_BYTES)  # Unreadable is a ValueError
-            doc = _document(data, loop_id, iteration)
+            doc = record_document(data, loop_id, iteration)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             # unreadable or malformed: remembered, so it is not read again until it changes
             self.db.execute(
@@ -437,24 +413,6 @@ class SearchIndex:
             used_by=[f"{lp}#{it}" for lp, it, _ in users],
         )
 
-    def usage_totals(self, loop_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """Over the records of `loop_ids` (default all): attempts given lessons, and improved."""
-        self.sync()
-        sql = (
-            "SELECT COUNT(DISTINCT u.doc), COUNT(DISTINCT CASE WHEN u.improved THEN u.doc END),"
-            " COUNT(*) FROM uses u JOIN docs d ON d.id = u.doc"
-        )
-        args: list[str] = []
-        if loop_ids is not None:
-            sql += f" WHERE d.loop_id IN ({', '.join('?' * len(loop_ids))})"
-            args = list(loop_ids)
-        attempts, improved, lessons = self.db.execute(sql, args).fetchone()
-        return {
-            "attempts_with_lessons": attempts,
-            "improved": improved,
-            "lessons_injected": lessons,
-        }
-
 
 def _ignore_in_git(store: MemoryStore) -> None:
     """Memory written before the search index existed has a .gitignore that does not name it."""
@@ -482,67 +440,3 @@ def _epoch(when: datetime | None) -> float | None:
     if when is None:
         return None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _document(
-    data: Any, loop_id: str, iteration: int
-) -> tuple[tuple[Any, ...], tuple[str, ...], list[tuple[str, int, str, int | None]]]:
-    """(docs row, fts texts, uses) of a parsed record; KeyError, TypeError, ValueError if bad."""
-    if not isinstance(data, dict) or data["loop_id"] != loop_id or data["iteration"] != iteration:
-        raise ValueError("not this loop's record")
-    ev, sr = data["evaluator_output"], data["self_reflection"]
-    text = sr["reflection_text"]
-    if not isinstance(text, str) or not isinstance(ev["passed"], bool):
-        raise ValueError("malformed record")
-    credit = sr.get("credit_assignment") or {}
-    ext = data.get("ralph") or {}
-    delta = data.get("performance_delta") or {}
-    errors = [e for e in (ev.get("errors") or [])[:MAX_ERRORS] if isinstance(e, dict)]
-    failure = Failure.of_json(errors)
-    lessons = lesson_texts(sr)
-    confidence = sr.get("confidence")
-    improved = delta.get("is_improvement")
-    timestamp = str(data["timestamp"])
-    try:
-        ts = datetime.fromisoformat(timestamp).timestamp()
-    except ValueError:
-        ts = 0.0
-    root = credit.get("root_cause")
-    row = (
-        ts,
-        timestamp,
-        int(ev["passed"]),
-        int(bool(ext.get("obsolete"))),
-        credit.get("failure_category"),
-        float(confidence) if isinstance(confidence, int | float) else None,
-        ext.get("error_fingerprint") or None,
-        None if improved is None else int(bool(improved)),
-        clip((text.strip().splitlines() or [""])[0], 200),
-        root if isinstance(root, str) and root else None,
-        json.dumps(failure.to_json()),
-        json.dumps(lessons) if lessons else None,
-    )
-    error_text = "\n".join(
-        " ".join(_text(e.get(k)) for k in ("type", "file", "rule")) + " " + _text(e.get("message"))
-        for e in errors
-    )
-    wanted = not ev["passed"] and lessons and not ext.get("obsolete")
-    texts = (
-        _text(data.get("task_description")),
-        text + "\n" + _text(sr.get("causal_reasoning")),
-        _text(root),
-        "\n".join(_text(s) for s in sr.get("actionable_insights") or []),
-        "\n".join(_text(s) for s in sr.get("lessons_learned") or []),
-        error_text,
-        " ".join(failure.tokens()) if wanted else "",
-    )
-    uses = []
-    for lesson_id in ext.get("lessons_used") or []:
-        source = parse_lesson_id(str(lesson_id))
-        if source is not None:
-            uses.append((source[0], source[1], str(lesson_id), row[7]))
-    return row, texts, uses

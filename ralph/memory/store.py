@@ -233,7 +233,8 @@ class MemoryStore:
         return self.loop_dir(loop_id) / "state.json"
 
     def write_state(self, state: LoopState) -> None:
-        """Not checked against the schema here (2-4 ms a write, growing with the loop): the
+        """Not checked against the schema here (a cost per write that grows with the loop;
+        `bench/loop.py` measures the time per iteration it keeps flat): the
         typed state writes only what it accepts, which the tests check on every state they
         write (tests/conftest.py); `parse_state` checks each file it reads."""
         if state.status not in STATUSES:  # the one field its type does not pin down

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.describe import located_first
-from ralph.glyphs import first_line
+from ralph.glyphs import first_line, plural
 from ralph.memory.lessons import ENVIRONMENT_CATEGORY
 from ralph.records import (
     ActorOutput,
@@ -108,10 +108,6 @@ def _changed_files(actor_output: ActorOutput) -> list[str]:
         if action.file_path and action.file_path not in files:
             files.append(action.file_path)
     return files
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _join(names: Sequence[str]) -> str:
@@ -213,19 +209,19 @@ def _heuristic_text(
     text = []
     if fixed:
         shown = ", ".join(fixed[:3]) + (f" and {len(fixed) - 3} more" if len(fixed) > 3 else "")
-        text.append(f"My change fixed {_plural(len(fixed), 'target failure')} ({shown}).")
+        text.append(f"My change fixed {plural(len(fixed), 'target failure')} ({shown}).")
     if broken:
         where = broken[0].location() or broken[0].rule or broken[0].type
         broke = [o.spec.name for o in failing if o.verdict and o.verdict.regressions]
         text.append(
             f"{'But it' if fixed else 'My change'} broke what worked before: {_join(broke)} now "
-            f"{'has' if len(broke) == 1 else 'have'} {_plural(len(broken), 'new failure')}, "
+            f"{'has' if len(broke) == 1 else 'have'} {plural(len(broken), 'new failure')}, "
             f"the first at {where}: {first_line(broken[0].message, 200)}"
         )
         text[-1] = _sentence(text[-1])
     text.append(
         f"My attempt did not make the checks pass: {_join(names) if names else 'the checks'} "
-        f"still {verb} ({_plural(len(errors), 'error')}, reward {evaluation.reward:.2f})."
+        f"still {verb} ({plural(len(errors), 'error')}, reward {evaluation.reward:.2f})."
     )
     where = errors[0].location() if errors else ""
     if errors:
@@ -270,7 +266,7 @@ def _causal(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
     else:
         effect = f"the code at {where} still breaks what the check enforces"
     return (
-        f"{names} report {_plural(len(errors), 'error')}; the first fails at {where}, so {effect}."
+        f"{names} report {plural(len(errors), 'error')}; the first fails at {where}, so {effect}."
     )
 
 

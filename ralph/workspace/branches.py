@@ -66,17 +66,7 @@ class Branches:
         self._git = Git(top)
 
     def rev(self, rev: str) -> str | None:
-        status, out, _ = self._git.run(
-            "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False
-        )
-        return out.decode().strip() if status == 0 else None
-
-    def current_branch(self) -> str | None:
-        status, out, _ = self._git.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
-        return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
-
-    def contains(self, ancestor: str, rev: str) -> bool:
-        return self._git.ok("merge-base", "--is-ancestor", ancestor, rev)
+        return self._git.rev(rev)
 
     def changed_files(self, base: str, commit: str) -> list[ChangedFile] | None:
         """What `commit` changed since `base`, file by file, ralph's memory left out; None when
@@ -90,7 +80,7 @@ class Branches:
     # apply ------------------------------------------------------------------------------------
     def squash(self, commit: str, *, loop_branch: str | None) -> Applied:
         """`git merge --squash COMMIT` onto the current branch of a clean tree."""
-        here = self.current_branch()
+        here = self._git.current_branch()
         if loop_branch and here == loop_branch:
             raise PreflightError(
                 f"{loop_branch} is checked out: apply brings a loop's work onto another branch",

@@ -78,13 +78,22 @@ class Git:
     def ok(self, *args: str) -> bool:
         return self.run(*args, check=False)[0] == 0
 
+    def rev(self, rev: str) -> str | None:
+        """The commit `rev` names; None when it names none (the one rev-parse of ralph)."""
+        status, out, _ = self.run("rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False)
+        return out.decode().strip() if status == 0 else None
+
+    def current_branch(self) -> str | None:
+        """The branch checked out; None on a detached HEAD."""
+        status, out, _ = self.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
+        return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
+
 
 class GitWorkspace:
     """The loop's workspace in a git repository: branch, iteration commits, rollback, rescue."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.is_git = True
         top = find_repo_root(self.root)
         if top is None:
             raise PreflightError(f"{root} is not inside a git work tree", hint="use --no-git")
@@ -118,12 +127,7 @@ class GitWorkspace:
     # -- small queries -------------------------------------------------------------------------
 
     def current_commit(self) -> str | None:
-        status, out, _ = self._git.run("rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
-        return out.decode().strip() if status == 0 else None
-
-    def _current_branch(self) -> str | None:
-        status, out, _ = self._git.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
-        return out.decode("utf-8", "surrogateescape").strip() if status == 0 else None
+        return self._git.rev("HEAD")
 
     def dirty_files(self) -> list[str]:
         """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
@@ -295,7 +299,7 @@ class GitWorkspace:
         )
         if status == 0 and out.decode().split() == [expected, ref]:
             return []  # one git call when nothing moved, the usual case
-        at = self._rev(ref)
+        at = self._git.rev(ref)
         current = self._git.run("symbolic-ref", "-q", "HEAD", check=False)[1].decode().strip()
         moves = []
         if at is None:
@@ -318,12 +322,6 @@ class GitWorkspace:
         self._git.run("reset", "-q", "--", ".", self._exclude)  # the index mirrors HEAD again
         kept = "ralph put its branch back at " + expected[:12] + " and kept the files as they are"
         return [f"{'; '.join(moves)}: {kept}"]
-
-    def _rev(self, rev: str) -> str | None:
-        status, out, _ = self._git.run(
-            "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False
-        )
-        return out.decode().strip() if status == 0 else None
 
     def _diff_trees(self, base: str, tree: str) -> list[FileChange]:
         diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff")
@@ -446,7 +444,7 @@ class GitWorkspace:
             return self._adopt(loop_id, adopted, dirty=bool(dirty))
         self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
-        original = self._current_branch()
+        original = self._git.current_branch()
         saved = (
             self._stash_user_changes(f"{original or head[:12]} when ralph loop {loop_id} started")
             if dirty
@@ -480,12 +478,12 @@ class GitWorkspace:
             start = GitState.from_json(json.loads(self._start_path(loop_id).read_text()))
         except (OSError, ValueError, AttributeError):
             return None
-        tip = self._rev(f"refs/heads/{loop_branch(loop_id)}")
+        tip = self._git.rev(f"refs/heads/{loop_branch(loop_id)}")
         if tip is None or not start.original_commit or start.branch != loop_branch(loop_id):
             return None
         if tip == start.original_commit:
             return start
-        parent = self._rev(f"{tip}^")
+        parent = self._git.rev(f"{tip}^")
         subject = self._git.text("log", "-1", "--format=%s", tip)
         if parent == start.original_commit and subject.startswith(f"ralph: {loop_id} starting"):
             return replace(start, base_commit=tip)
@@ -495,8 +493,8 @@ class GitWorkspace:
         """Go on with the branch a killed start of this loop created (`_adoptable`)."""
         branch = start.branch or loop_branch(loop_id)
         self._keep_ignored(loop_id, fresh=False)
-        if self._current_branch() != branch:
-            if self.current_commit() == self._rev(f"refs/heads/{branch}"):
+        if self._git.current_branch() != branch:
+            if self.current_commit() == self._git.rev(f"refs/heads/{branch}"):
                 self._git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")  # same commit
             else:
                 self._checkout_loop_branch(branch)
@@ -539,7 +537,7 @@ class GitWorkspace:
     def _checkout_loop_branch(self, branch: str) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""
         self._refuse_stale_locks(branch)
-        if not branch or self._current_branch() == branch:
+        if not branch or self._git.current_branch() == branch:
             return
         if not self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}"):
             raise PreflightError(f"the loop branch {branch} is gone", hint="start a new loop")
@@ -584,12 +582,12 @@ class GitWorkspace:
         self._keep_ignored(loop_id, fresh=False)
         branch = git.branch or ""
         expected = git.commit_of(iteration) or git.base_commit
-        if not branch or not expected or self._rev(expected) is None:
+        if not branch or not expected or self._git.rev(expected) is None:
             self._checkout_loop_branch(branch)
             return []
         notes = []
         self._refuse_stale_locks(branch)
-        if self._rev(f"refs/heads/{branch}") is None:  # deleted: the state knows where it was
+        if self._git.rev(f"refs/heads/{branch}") is None:  # deleted: the state knows where it was
             self._git.run(
                 "update-ref",
                 "-m",
@@ -606,7 +604,7 @@ class GitWorkspace:
         head = self.current_commit()
         if head and head != expected:
             ref = f"refs/ralph/rescue/{loop_id}/{int(iteration) + 1}"
-            kept = self._rev(ref)
+            kept = self._git.rev(ref)
             if kept is None or not self._git.ok("merge-base", "--is-ancestor", head, kept):
                 message = (
                     f"ralph: {loop_id} iteration {iteration + 1} commit the state did not know"

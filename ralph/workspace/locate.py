@@ -6,29 +6,20 @@ asks this first, so it stays cheap.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from ralph.files import AIWG_DIR
+from ralph.process import capture
 
 REV_PARSE_TIMEOUT = 30.0
 
 
 def _rev_parse(start: Path, *args: str) -> list[str] | None:
     """`git rev-parse ARGS` in `start`, its output lines; None outside git or without git."""
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(start), "rev-parse", *args],
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            timeout=REV_PARSE_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    done = capture(["git", "-C", str(start), "rev-parse", *args], timeout=REV_PARSE_TIMEOUT)
+    if done is None or done.exit_code != 0:
         return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    return done.stdout.decode("utf-8", "surrogateescape").splitlines()
 
 
 def _start(path: Path) -> Path | None:

@@ -39,7 +39,6 @@ class SnapshotWorkspace:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.is_git = False
         self._base: dict[str, _FileState] = {}
         self._taken_ns = 0
 

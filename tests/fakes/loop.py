@@ -228,7 +228,6 @@ class FakeWorkspace(SnapshotWorkspace):
 
     def __init__(self, root: Path, *, refuse: str | None = None) -> None:
         super().__init__(root)
-        self.is_git = True
         self.refuse = refuse  # a preflight refusal, as for a dirty tree
         self.commits: dict[str, dict[str, bytes]] = {}
         self.messages: list[str] = []

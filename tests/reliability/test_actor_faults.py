@@ -34,6 +34,7 @@ def test_silent_hang_is_killed_at_the_idle_timeout(ralph: RunCli, project: Path)
     run_ok(ralph, project, "--idle-timeout", "1")
     first = assert_invariants(project)[0]
     assert "idle timeout" in first["notes"]
+    assert_no_leftovers(seconds=0)  # the hung agent was killed with its attempt
 
 
 def test_background_children_do_not_outlive_the_attempt(ralph: RunCli, project: Path) -> None:

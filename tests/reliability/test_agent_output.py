@@ -49,41 +49,48 @@ def test_parsers_never_crash_and_keep_only_counts(name: str) -> None:
         assert out.text == "fixed f"  # the good line is still read
 
 
-FAKE_CLAUDE = r"""#!{python}
-import os, sys
+FAKE_CLAUDE_PER_ATTEMPT = r"""#!{python}
+import json, os, sys
 from pathlib import Path
 sys.stdin.read()
-Path("calc.py").write_text(os.environ["CALC"])
-sys.stdout.write(Path(os.environ["CLAUDE_SAYS"]).read_text())
+says = json.loads(Path(os.environ["CLAUDE_SAYS"]).read_text())
+n = int(os.environ["RALPH_ITERATION"])
+if n == len(says):  # the last attempt fixes f
+    Path("calc.py").write_text(os.environ["CALC"])
+sys.stdout.write(says[n - 1])
 """
+IN_A_LOOP = ["infinite tokens", "nan cost", "negative tokens", "deep objects"]
 
 
-@pytest.mark.parametrize("name", ["infinite tokens", "nan cost", "negative tokens", "deep objects"])
 def test_a_loop_survives_malformed_agent_output(
-    name: str, ralph: RunCli, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ralph: RunCli, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before: OverflowError, RecursionError, or "refusing to write an invalid record"."""
+    """Before: OverflowError, RecursionError, or "refusing to write an invalid record". One
+    loop whose agent says one malformed thing per attempt, then fixes f at the last."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     claude = bin_dir / "claude"
-    claude.write_text(FAKE_CLAUDE.format(python=sys.executable))
+    claude.write_text(FAKE_CLAUDE_PER_ATTEMPT.format(python=sys.executable))
     claude.chmod(0o755)
-    says = tmp_path / "says.txt"
-    says.write_text(MALFORMED[name])
+    says = tmp_path / "says.json"
+    says.write_text(json.dumps([MALFORMED[name] for name in IN_A_LOOP]))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CLAUDE_SAYS", str(says))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-the-preflight")
     monkeypatch.setenv("CALC", VERSIONS["full"])
     argv = ["run", "make f pass", "--actor", "claude", "--reflector", "heuristic"]
-    result = ralph(*argv, "--test", check_command(), "--json", cwd=project)
+    more = ["--patience", "20", "--max-iterations", str(len(IN_A_LOOP))]
+    result = ralph(*argv, *more, "--test", check_command(), "--json", cwd=project)
     assert result.code == 0, result.err
     records = assert_invariants(project)
-    assert records[-1]["evaluator_output"]["passed"] is True
+    assert len(records) == len(IN_A_LOOP) and records[-1]["evaluator_output"]["passed"] is True
     for path in MemoryStore(project).base.rglob("*.json"):
         text = path.read_text()
         assert "NaN" not in text and "Infinity" not in text, path
-    if name != "deep objects":
-        assert "ignored" in records[0]["notes"] and "ignored" in result.err
+    for name, record in zip(IN_A_LOOP, records, strict=True):
+        if name != "deep objects":
+            assert "ignored" in record["notes"], name
+    assert "ignored" in result.err
     assert ralph("reflections", "validate", cwd=project).code == 0
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ralph.memory import archive as archive_reader
 from ralph.memory import transfer
 from ralph.memory.store import MemoryStore
 
@@ -238,7 +239,7 @@ def test_an_archive_beyond_the_limits_is_refused_before_it_is_inflated(
 ) -> None:
     """300 records of 4.9 MB in a 2 MB zip took 2.9 GB of memory and wrote 1.4 GB. The limits
     are lowered here so the test is small; what they bound is the same."""
-    monkeypatch.setattr(transfer, "MAX_IMPORT_BYTES", 1_000_000)
+    monkeypatch.setattr(archive_reader, "MAX_IMPORT_BYTES", 1_000_000)
     archive = bomb(tmp_path / "bomb.zip", 30, 49_000)
     assert archive.stat().st_size < 100_000
     read: list[str] = []
@@ -256,7 +257,7 @@ def test_an_archive_beyond_the_limits_is_refused_before_it_is_inflated(
     assert "more than 1 MB of records in one import; nothing was imported" in result.err
     assert read == []  # refused by what the archive declares, nothing inflated
     assert memory_of(target) == {}
-    monkeypatch.setattr(transfer, "MAX_IMPORT_BYTES", 2_000_000)  # the same within the limit
+    monkeypatch.setattr(archive_reader, "MAX_IMPORT_BYTES", 2_000_000)  # the same within the limit
     result = ralph("reflections", "import", str(archive), cwd=target)
     assert result.code == 0, result.out + result.err
     assert "added 30 records of 1 loop" in result.out

@@ -56,6 +56,11 @@ def test_a_commit_the_state_does_not_know_is_set_aside_on_resume(
     arm("txn-committed")
     code, _, err = finish(start(project, *heuristic()))
     assert code == -signal.SIGKILL, err
+    assert (Path(os.environ["SEEN_DIR"]) / "killed-at-txn-committed").exists()
+    assert_invariants(project, finished=False)
+    listed = json.loads(ralph("reflections", "list", "--json", cwd=project).out)
+    assert listed[0]["status"] == "crashed"
+    assert ralph("reflections", "validate", cwd=project).code == 0
     loop_id = MemoryStore(project).loop_ids()[0]
     branch = loop_branch(loop_id)
     killed = git(project, "rev-parse", branch)
@@ -63,6 +68,8 @@ def test_a_commit_the_state_does_not_know_is_set_aside_on_resume(
     resumed = ralph("resume", loop_id, "--json", cwd=project)
     assert resumed.code == 0, resumed.err
     assert "a commit the loop's state does not know" in resumed.err
+    summary = json.loads(resumed.out)
+    assert summary["status"] == "completed" and summary["reward_history"][-1] == 1.0
     subjects = iteration_commits(project, branch)
     assert [s.split(" —")[0] for s in subjects] == [
         subject(loop_id, 2).split(" —")[0],

@@ -17,7 +17,6 @@ from ralph.records import MAX_COST_USD, MAX_TOKENS, known_sum, sum_costs
 
 from ..conftest import RunCli
 from .conftest import VERSIONS, assert_invariants, check_command
-from .test_agent_output import FAKE_CLAUDE
 
 HUGE = json.dumps(
     {
@@ -39,6 +38,15 @@ def test_sums_saturate_never_overflow() -> None:
     assert sum_costs(1.0, None) is None
     assert known_sum([10**400, 10**400]) == MAX_TOKENS
     assert known_sum([None, 3, 4]) == 7 and known_sum([None]) is None
+
+
+FAKE_CLAUDE = r"""#!{python}
+import os, sys
+from pathlib import Path
+sys.stdin.read()
+Path("calc.py").write_text(os.environ["CALC"])
+sys.stdout.write(Path(os.environ["CLAUDE_SAYS"]).read_text())
+"""
 
 
 def test_an_agent_reporting_an_absurd_cost_leaves_a_resumable_loop(

@@ -11,6 +11,8 @@ import pytest
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
+from ..fakes.loop import FakeChat, make_loop
+from ..fakes.loop import write as fake_write
 from ..fakes.provider_server import FakeProvider
 from ..test_loop import REFLECTION
 from .conftest import args, assert_invariants, check_command, plan, write
@@ -24,6 +26,7 @@ calc.py
     return abs(x)
 >>>>>>> REPLACE
 """
+LOOP_ID = "ralph-fake-1"
 
 
 @pytest.fixture
@@ -98,19 +101,18 @@ BAD_REFLECTIONS = [  # tests/test_properties.py tries arbitrary JSON; these go e
 ]
 
 
-def test_reflections_failing_the_schema_in_every_way_fall_back(
-    ralph: RunCli, project: Path, provider: FakeProvider
-) -> None:
-    for bad in BAD_REFLECTIONS:
-        provider.answers(bad, bad)  # the answer, then the repair, both wrong
+def test_reflections_failing_the_schema_in_every_way_fall_back(tmp_path: Path) -> None:
+    """In process (the provider's HTTP path is the other tests' here): each bad answer and its
+    bad repair give a heuristic reflection, and the loop goes on to its success."""
+    chat = FakeChat(*[answer for bad in BAD_REFLECTIONS for answer in (bad, bad)])
     n = len(BAD_REFLECTIONS)
-    plan(project, {"default": write("partial"), str(n + 1): write("full")})
-    extra = ("--reflector", "openai:fake-model", "--patience", "20", "--max-iterations", "20")
-    result = ralph(*args(*extra), cwd=project)
-    assert result.code == 0, result.err
-    records = assert_invariants(project)
-    assert len(records) == n + 1
-    assert {r["ralph"]["reflection_source"] for r in records[:n]} == {"heuristic"}
+    steps = {"default": fake_write("partial"), n + 1: fake_write("full")}
+    loop = make_loop(tmp_path, steps, chat=chat, patience=20, max_iterations=20)
+    assert loop.start().exit_code == 0
+    records = [loop.store.read_record(LOOP_ID, i) for i in range(1, n + 2)]
+    assert [r.ralph.reflection_source for r in records[:n] if r.ralph] == ["heuristic"] * n
+    assert records[n].evaluator_output.passed and not chat.answers  # every bad answer was asked
+    assert len(chat.requests) == 2 * n  # the answer and one repair, no more
 
 
 def test_a_10_mb_answer_is_bounded(ralph: RunCli, project: Path, provider: FakeProvider) -> None:
