@@ -62,6 +62,8 @@ def test_an_attempt_that_only_edits_the_tests_does_not_succeed(tmp_path: Path) -
     assert first["evaluator_output"]["passed"] is False
     assert first["ralph"]["protected_test_edits"] == [TEST_FILE]
     assert NOTE in first["notes"]
+    insights = first["self_reflection"]["actionable_insights"]
+    assert not any("changed no files" in i for i in insights)  # it changed the tests
     assert "protected_test_edits" not in second["ralph"]
     assert loop.reporter.noted(f"iteration 1: {NOTE}")
     # the judged tree is the committed tree: the test file as the baseline had it

@@ -147,7 +147,7 @@ def heuristic_reflection(
     environment = environment_failure(evaluation)
     if environment:  # not "fix pkg/__init__.py:1 first": the import is not the task
         insights = [ENVIRONMENT_INSIGHT.format(error=first_line(errors[0].message, 160))]
-    if not files:
+    if not files and not protected_edits:  # else it did change files: the tests, put back
         insights.insert(0, "Make an actual code change: the last attempt changed no files.")
     if repeats:
         insights.insert(
