@@ -272,7 +272,11 @@ def _causal(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
 
 def _check_insight(outcome: CheckOutcome) -> str:
     """Where to start for one failing check; test locations are read, never edited."""
-    located = located_first(outcome.errors)
+    # what the verdict holds against the attempt: a guard's new findings, a target's remaining
+    # failures; never a guard's failures from before the loop, which are not the task
+    verdict = outcome.verdict
+    relevant = [*verdict.regressions, *verdict.remaining] if verdict else []
+    located = located_first(relevant or outcome.errors)
     name = outcome.spec.name
     if not located:
         code = outcome.result.exit_code
