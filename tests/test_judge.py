@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ralph.config import CheckSpec, load, parse_check
+from ralph.evaluators.base import JudgeContext
 from ralph.evaluators.judge import JudgeCheck, parse_verdict
 from ralph.evaluators.suite import CheckSuite
 from ralph.loop.policy import Attempt, Spend, StopPolicy
@@ -140,9 +141,10 @@ def test_parse_verdict_coerces_scores_and_issues_and_rejects_what_it_cannot_read
 
 
 def judge_check(fake: FakeProvider, **spec: Any) -> JudgeCheck:
-    check = JudgeCheck(CheckSpec("review", "", "judge", criteria="a README", **spec))
-    check.bind(task="write a README", client=make_client("openai:fake-model"), base_commit=None)
-    return check
+    context = JudgeContext("write a README", make_client("openai:fake-model"))
+    return JudgeCheck(
+        CheckSpec("review", "", "judge", criteria="a README", **spec), context=context
+    )
 
 
 def test_passes_at_the_threshold_and_fails_below_with_issues_as_diagnostics(
@@ -214,9 +216,9 @@ def test_a_judge_never_overrides_a_failing_test(project: Path, fake: FakeProvide
         [
             CheckSpec("tests", f"{sys.executable} -m pytest -q", "pytest"),
             CheckSpec("review", "", "judge"),
-        ]
+        ],
+        judging=JudgeContext("t", make_client("openai:fake-model"), base_commit="HEAD~0"),
     )
-    suite.bind_loop(task="t", client=make_client("openai:fake-model"), base_commit="HEAD~0")
     evaluation = suite.evaluate(project)
     review = next(o for o in evaluation.outcomes if o.spec.name == "review")
     assert review.passed and not evaluation.passed

@@ -56,6 +56,19 @@ class CommandCheck:
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
+        """`run_once`, its outcome carrying the log of the command it ran last."""
+        self.last_log = ""
+        outcome = self.run_once(cwd, baseline_errors=baseline_errors, on_output=on_output)
+        outcome.log = self.last_log
+        return outcome
+
+    def run_once(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
         """Run once on `cwd` and judge it; a timeout is judged here, the same for every check."""
         res = self.attempt(cwd, on_output)
         if res.timed_out:

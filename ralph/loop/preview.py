@@ -73,10 +73,7 @@ def preview_run(
     from ralph.loop import prompts
 
     task, root, home, settings = intake(task, flags, cwd)
-    parts = build_parts(settings, root)
-    bind = getattr(parts.evaluator, "bind_loop", None)  # a judge's model, as the loop's
-    if bind is not None:
-        bind(task=task, client=getattr(parts.reflector, "client", None), base_commit=None)
+    parts = build_parts(settings, root, task=task)  # a judge's model, as the loop's
     parts.evaluator.preflight()
     parts.actor.preflight()
     loop_id = new_loop_id(task)

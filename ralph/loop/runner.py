@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import BudgetExceeded, PreflightError, RalphError
-from ralph.evaluators.judging import Baseline
+from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
@@ -81,32 +81,22 @@ class LoopRunner:
             s.max_iterations, s.patience, s.budget_usd, s.max_tokens, s.timeout, refine
         )
 
-    def _bind_judges(self, task: str, base_commit: str | None) -> None:
-        """Judge checks read the task, the reflector's model and the diff since `base_commit`."""
-        bind = getattr(self.parts.evaluator, "bind_loop", None)
-        if bind is not None:
-            client = getattr(self.parts.reflector, "client", None)
-            bind(task=task, client=client, base_commit=base_commit)
-
     # entry points -------------------------------------------------------------------------
     def start(self, task: str, loop_id: str) -> LoopResult:
-        self._bind_judges(task, None)  # a judge's model is part of the preflight
-        self.parts.evaluator.preflight()
+        self.parts.evaluator.preflight()  # a judge's model too
         self.parts.actor.preflight()
         state = LoopState(loop_id=loop_id, task=task, settings=self.settings)
         with self.store.lock(loop_id, self.workdir):
             # a dirty tree is refused before the checks run
             self.parts.workspace.preflight_loop(loop_id, allow_dirty=self.settings.allow_dirty)
             self.store.ensure()
-            self._claim(state)  # issue 15: saved before the baseline starts
-            self._bind_judges(task, self.parts.workspace.current_commit())
+            self._claim(state)  # saved before the baseline starts
             self.reporter.phase(0, "baseline")
-            evaluation = self.parts.evaluator.evaluate_baseline(
-                self.workdir,
-                named=self.settings.named(),
-                success=self.settings.success,
-                on_output=self.reporter.output,
+            rules = BaselineRules(self.settings.named(), self.settings.success)
+            request = EvaluationRequest(
+                self.workdir, establish=rules, on_output=self.reporter.output
             )
+            evaluation = self.parts.evaluator.handle(request)
             if evaluation.baseline is None:
                 raise RalphError("the evaluator judged the baseline without keeping it")
             self.baseline = evaluation.baseline
@@ -137,8 +127,7 @@ class LoopRunner:
             with self.store.lock(state.loop_id, self.workdir):
                 self._stop_orphans(state)
             return self.start(state.task, state.loop_id)
-        self._bind_judges(state.task, None)  # a judge's model is part of the preflight
-        self.parts.evaluator.preflight()
+        self.parts.evaluator.preflight()  # a judge's model too
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
             self._stop_orphans(state)
@@ -152,11 +141,8 @@ class LoopRunner:
                 self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.baseline = Baseline.stored(self.store.read_baseline(state.loop_id), state.baseline)
-            self._bind_judges(state.task, state.git.base_commit if state.git else None)
             self.reporter.phase(0, "baseline")
-            self._last_evaluation = self.parts.evaluator.evaluate(
-                self.workdir, baseline=self.baseline, on_output=self.reporter.output
-            )
+            self._last_evaluation = self._evaluate()
             state.count_calls(self._last_evaluation.calls())  # a judge's again: no record's
             self.reporter.evaluated(0, self._last_evaluation)
             return self._run(state, resumed=True)
@@ -355,6 +341,13 @@ class LoopRunner:
             names = ", ".join(changed)
             self.reporter.note(f"the actor changed ralph's records ({names}): restored them")
 
+    def _evaluate(self) -> Evaluation:
+        """The tree as it is, judged against the loop's baseline."""
+        request = EvaluationRequest(
+            self.workdir, baseline=self.baseline, on_output=self.reporter.output
+        )
+        return self.parts.evaluator.handle(request)
+
     def _spend(self, state: LoopState, started: float) -> Spend:
         return Spend(time.monotonic() - started, state.usage.tokens, state.usage.cost_usd)
 
@@ -383,9 +376,7 @@ class LoopRunner:
         kept = self._kept.get(rollback.to)
         if kept is None:  # after a resume: evaluate the restored tree, so the prompt is true
             self.reporter.phase(rollback.last, "evaluate")
-            kept = self.parts.evaluator.evaluate(
-                self.workdir, baseline=self.baseline, on_output=self.reporter.output
-            )
+            kept = self._evaluate()
             state.count_calls(kept.calls())
             self._kept[rollback.to] = kept
         self._last_evaluation = kept
