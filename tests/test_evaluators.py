@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.cli.check_view import render_check_report
+from ralph.cli.check_view import CheckReport
 from ralph.config import CheckSpec
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators import mypy as mypy_module
@@ -281,7 +281,7 @@ def test_report_shows_each_check_and_the_first_diagnostics(broken: Evaluated) ->
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    render_check_report(broken.evaluation, console)
+    console.print(CheckReport(broken.evaluation))
     text = console.export_text()
     line = line_of(broken.root, "tests/test_core.py", "assert result == 3")
     assert "2 passed, 3 failed" in text

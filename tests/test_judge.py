@@ -324,3 +324,33 @@ def test_a_token_budget_smaller_than_the_judges_spending_stops_the_loop(
     code, summary = run(ralph, project, "--max-tokens", "1000", "--max-iterations", "5")
     assert (code, summary["stop_reason"], summary["iterations"]) == (3, "budget", 1)
     assert summary["usage"]["tokens_in"] + summary["usage"]["tokens_out"] == 1100
+
+
+def test_a_loop_builds_its_judges_with_the_task_the_reflectors_model_and_the_base_commit(
+    tmp_path: Path,
+) -> None:
+    """What only the loop knows is given when the judge is built (build_parts), not later."""
+    from ralph.config import Settings
+    from ralph.loop.assembly import build_parts
+
+    settings = Settings(
+        checks=[CheckSpec("review", "", "judge")],
+        actor="cmd:true",
+        reflector="openai:fake-model",
+        no_git=True,
+    )
+    env = {"OPENAI_API_KEY": "k", "PATH": os.environ.get("PATH", "")}
+    parts = build_parts(settings, tmp_path, env, task="write a README", base_commit="abc123")
+    judge = parts.evaluator.checks[0]
+    assert isinstance(judge, JudgeCheck)
+    assert (judge.task, judge.base_commit) == ("write a README", "abc123")
+    assert judge.client is parts.reflector.client and judge.client is not None
+
+
+def test_a_judges_log_is_its_runs_answers_on_the_outcome(project: Path, fake: FakeProvider) -> None:
+    (project / "README.md").write_text("# calc\n")
+    check = judge_check(fake)  # the provider answers 9/10
+    first = check.run(project)
+    second = check.run(project)
+    assert first.log is not None and first.log.count("--- judge answer ---") == 1
+    assert second.log is not None and second.log.count("--- judge answer ---") == 1

@@ -36,7 +36,7 @@ class IterationFacts:
     task: str | None
     lessons_used: int
     improved: bool | None
-    actions: dict[str, int] | None = None  # the agent's actions by kind (ralph.trace_stats)
+    actions: dict[str, int] | None = None  # the agent's actions by kind (analyze/trace_stats.py)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
     regressions: int | None = None  # what worked before the loop and broke in this attempt
 
