@@ -17,6 +17,7 @@ from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
+from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult
 from ralph.loop.runner import LoopRunner
 from ralph.loop.steps import Parts, Reporter
@@ -152,7 +153,7 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             raise
         state = store.read_state(loop_id)
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
         result = LoopResult.of(
             state,
             EXIT_ABORTED,
@@ -282,7 +283,7 @@ def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
         state = store.read_state(loop_id)
         if state.git is not None and state.git == GitState(worktree=state.git.worktree):
             state.git = None
-            store.write_state(state)
+            save_state(store, state)
 
 
 def resume_task(
@@ -303,7 +304,7 @@ def resume_task(
         and store.effective_status(state) != "running"
     ):
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
     snapshot = state.settings.snapshot()
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
@@ -419,7 +420,7 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
         state = store.read_state(loop_id)  # what the loop saved while stopping
     if state.status != "aborted":
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
     return state, True
 
 
