@@ -8,8 +8,7 @@ from pathlib import Path
 from ralph.errors import BudgetExceeded
 from ralph.loop.lifecycle import AttemptStarting, Event, StateChanged
 from ralph.memory.store import MemoryStore
-
-from .fakes.loop import Loop, Step, make_loop, write
+from ralph.testing import Loop, Step, make_loop, write
 
 LOOP = "ralph-fake-1"
 

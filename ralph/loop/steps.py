@@ -56,7 +56,7 @@ class Reporter(Protocol):
 @dataclass
 class Parts:
     """The collaborators of one loop: built by `assembly.build_parts`, fakes in the tests
-    (tests/fakes/loop.py)."""
+    (`ralph.testing`)."""
 
     actor: Actor
     evaluator: Evaluator
