@@ -203,6 +203,9 @@ class FakeTests:
     def tool(self) -> str:
         return "sh"  # nothing to install
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

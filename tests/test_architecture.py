@@ -90,11 +90,12 @@ getattr(signal, "SIGHUP", None)
 
 
 def test_the_loop_reaches_its_collaborators_only_through_their_protocols() -> None:
-    """Actor, Evaluator, ChatClient, Workspace and Reporter are whole protocols: the loop
-    calls what they declare, never probes them for more."""
+    """Actor, Evaluator, Check, ChatClient, Workspace and Reporter are whole protocols: the
+    loop and the suite call what they declare, never probe them for more."""
     doors = [
         f"{path.relative_to(ROOT)}:{n}"
-        for path in sorted((PACKAGE / "loop").glob("*.py"))
+        for package in ("loop", "evaluators")
+        for path in sorted((PACKAGE / package).glob("*.py"))
         for n in _seam_getattrs(path.read_text("utf-8"))
     ]
     assert doors == []

@@ -658,6 +658,9 @@ class FakeCheck:
     def tool(self) -> str:
         return "true"
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

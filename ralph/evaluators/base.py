@@ -68,6 +68,11 @@ class Check(Protocol):
         """The executable this check needs on PATH (named in the preflight error)."""
         ...
 
+    def preflight(self) -> None:
+        """Raise PreflightError for what else it needs (a judge: its model), before any
+        agent is paid for."""
+        ...
+
     def run(
         self,
         cwd: Path,
@@ -75,7 +80,8 @@ class Check(Protocol):
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        """Run once on `cwd`; `baseline_errors` scales mypy/ruff scores (None: 0 when failing)."""
+        """Run once on `cwd`; `baseline_errors` scales mypy/ruff scores (None: 0 when failing).
+        The outcome carries what the loop keeps of the run: its `log` and a judge's `calls`."""
         ...
 
 

@@ -49,6 +49,10 @@ class CommandCheck:
     def tool(self) -> str:
         return executable_of(self.spec.command) or "sh"
 
+    def preflight(self) -> None:
+        """Nothing beyond its tool, which the suite finds on PATH (`suite.missing_tool`)."""
+        return None
+
     def run(
         self,
         cwd: Path,

@@ -144,9 +144,7 @@ class CheckSuite:
                 message, package = problem
                 raise PreflightError(message, hint=f"pip install {package} {DROP_HINT}")
         for check in self.checks:  # what else a check needs (a judge: its model)
-            own = getattr(check, "preflight", None)
-            if own is not None:
-                own()
+            check.preflight()
 
     def handle(self, request: EvaluationRequest) -> Evaluation:
         """The Evaluator's one call: every check on the tree, judged (evaluators/base.py)."""
