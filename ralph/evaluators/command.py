@@ -50,7 +50,7 @@ class CommandCheck:
         return executable_of(self.spec.command) or "sh"
 
     def preflight(self) -> None:
-        """Nothing beyond its tool, which the suite finds on PATH (`suite.missing_tool`)."""
+        """Nothing beyond its tool, which the suite finds on PATH (`tools.missing_tool`)."""
         return None
 
     def run(

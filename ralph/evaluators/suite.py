@@ -7,10 +7,7 @@ checks present. `passed` means every check passes; nothing else decides completi
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -18,7 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
 from ralph.evaluators.base import (
@@ -36,7 +32,8 @@ from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
-from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
+from ralph.evaluators.tools import DROP_HINT, missing_tool
+from ralph.process import DEFAULT_CAP, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType, known_sum
 from ralph.workspace.fingerprint import TreeChange, TreeGuard
 
@@ -56,11 +53,6 @@ CHECK_CLASSES: dict[str, Callable[..., Check]] = {
     "shell": ShellCheck,
     "judge": _judge_check,
 }
-PACKAGES = {"pytest": "pytest", "py.test": "pytest", "mypy": "mypy", "dmypy": "mypy"}
-DROP_HINT = (
-    "or drop the check: name only the checks you want with --check NAME|CMD, "
-    "or remove it from `checks:` in .aiwg/ralph/config.yaml"
-)
 
 
 def make_check(
@@ -361,70 +353,6 @@ def blame_writers(
         outcome.errors.insert(0, diagnostic)
         outcome.score = 0.0
         outcome.changed_files = paths
-
-
-def runnable_checks(
-    checks: Sequence[Check],
-) -> tuple[list[Check], list[tuple[Check, tuple[str, str]]]]:
-    """The checks whose tool is installed, and the others with what is missing (`missing_tool`):
-    `ralph init` and `ralph doctor` run the first and list the second."""
-    runnable: list[Check] = []
-    missing: list[tuple[Check, tuple[str, str]]] = []
-    for check in checks:
-        problem = missing_tool(check)
-        if problem is None:
-            runnable.append(check)
-        else:
-            missing.append((check, problem))
-    return runnable, missing
-
-
-def missing_tool(check: Check) -> tuple[str, str] | None:
-    """(message, package to install) when the check's program or Python module is missing."""
-    spec = check.spec
-    tool = check.tool()
-    if tool in SHELL_WORDS or tool == "sh":
-        return None
-    name = Path(tool).name
-    package = PACKAGES.get(name, name)
-    resolved = process.which(tool)
-    if resolved is None:
-        return (
-            f"check {spec.name!r} needs `{tool}`, which is not installed (not found on PATH)",
-            package,
-        )
-    module = _python_module(spec.command, name)
-    if module is not None and not _has_module(resolved, module):
-        return (
-            f"check {spec.name!r} needs the Python module `{module}`, "
-            f"which is not installed for {resolved}",
-            PACKAGES.get(module, module),
-        )
-    return None
-
-
-def _python_module(command: str, program: str) -> str | None:
-    """`mod` in `python -m mod ...`, the form that fails late when the module is missing."""
-    if not program.startswith("python"):
-        return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    for i, word in enumerate(words[:-1]):
-        if word == "-m":
-            return words[i + 1].split(".")[0]
-    return None
-
-
-def _has_module(python: str, module: str) -> bool:
-    import importlib.util
-
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        return importlib.util.find_spec(module) is not None
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    res = process.run([python, "-c", probe], cwd=Path.cwd(), wall_timeout=60)
-    return res.exit_code == 0
 
 
 def verification_type(specs: Sequence[CheckSpec]) -> VerificationType:
