@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,17 +31,11 @@ from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 from ralph.providers.base import ChatResponse, Message
 from ralph.records import (
-    ActorOutput,
     CheckResult,
     CheckStatus,
     Diagnostic,
-    EvaluatorOutput,
     IterationRecord,
-    MemoryMetadata,
     Metrics,
-    RalphExtension,
-    SelfReflection,
-    Usage,
 )
 from ralph.reflection.reflector import Reflector
 from ralph.workspace.base import GitState
@@ -65,8 +59,6 @@ __all__ = [
     "Step",
     "fake_evaluator",
     "make_loop",
-    "record",
-    "texts",
     "write",
 ]
 
@@ -434,31 +426,3 @@ def make_loop(
     store = MemoryStore(root)
     runner = LoopRunner(config, store, parts, reporter)
     return Loop(root, config, store, actor, chat, workspace, reporter, runner)
-
-
-def record(
-    iteration: int,
-    *,
-    reward: float = 0.5,
-    passed: bool = False,
-    cost: float | None = None,
-    loop_id: str = "ralph-fake-1",
-    fingerprint: str = "fp",
-) -> IterationRecord:
-    """A minimal valid record, for tests that need one without a loop."""
-    return IterationRecord(
-        loop_id=loop_id,
-        iteration=iteration,
-        timestamp="2026-01-01T00:00:00Z",
-        actor_output=ActorOutput(actions=[], rationale="r"),
-        evaluator_output=EvaluatorOutput(
-            passed=passed, verification_type="unit_tests", reward_signal=reward
-        ),
-        self_reflection=SelfReflection(reflection_text=f"I failed attempt {iteration}."),
-        memory_metadata=MemoryMetadata(omega_capacity=3, current_memory_size=0),
-        ralph=RalphExtension(error_fingerprint=fingerprint, usage=Usage(cost_usd=cost)),
-    )
-
-
-def texts(records: Iterable[IterationRecord]) -> list[str]:
-    return [r.self_reflection.reflection_text for r in records]
