@@ -214,3 +214,14 @@ def test_only_the_cli_prints() -> None:
         for n in _printing_calls(path.read_text("utf-8"))
     ]
     assert printing == []
+
+
+def test_the_evaluator_seam_starts_without_the_memory() -> None:
+    """`ralph check` imports the suite before its first check starts: the seam's types
+    (evaluators/verdicts.py) load the loop state only when a baseline is summarised."""
+    probe = "import sys, ralph.evaluators.suite; print(sorted(m for m in sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "ralph.memory.state" not in proc.stdout
+    assert "'ralph.evaluators.suite'" in proc.stdout
