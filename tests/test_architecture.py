@@ -13,10 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ralph"
 
 
-def _cycles() -> list[list[str]]:
-    """Strongly connected components of the runtime import graph (TYPE_CHECKING imports are
-    annotations, not dependencies at run time)."""
-    graph = grimp.build_graph("ralph", exclude_type_checking_imports=True)
+def _cycles(*, annotations: bool = False) -> list[list[str]]:
+    """Strongly connected components of the import graph: at run time, or with the
+    TYPE_CHECKING imports too (`annotations`: a module its own annotations need is a
+    dependency of its meaning, if not of its start)."""
+    graph = grimp.build_graph("ralph", exclude_type_checking_imports=not annotations)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -52,6 +53,74 @@ def _cycles() -> list[list[str]]:
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
     assert _cycles() == []
+
+
+def test_no_cycle_either_through_annotation_only_imports() -> None:
+    assert _cycles(annotations=True) == []
+
+
+SEAMS = {"parts", "evaluator", "reflector", "actor", "workspace", "reporter", "check", "suite"}
+
+
+def _seam_getattrs(source: str) -> list[int]:
+    """Lines that reach past a seam: `getattr`/`hasattr` on an object named for one."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and node.args
+        ):
+            continue
+        names = {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(node.args[0]) if isinstance(n, ast.Attribute)}
+        if names & SEAMS:
+            found.append(node.lineno)
+    return found
+
+
+def test_the_seam_check_sees_a_side_door() -> None:
+    source = """
+getattr(self.parts.evaluator, "bind_loop", None)
+hasattr(parts.reflector, "client")
+getattr(signal, "SIGHUP", None)
+"""
+    assert _seam_getattrs(source) == [2, 3]
+
+
+def test_the_loop_reaches_its_collaborators_only_through_their_protocols() -> None:
+    """Actor, Evaluator, Check, ChatClient, Workspace and Reporter are whole protocols: the
+    loop and the suite call what they declare, never probe them for more."""
+    doors = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for package in ("loop", "evaluators")
+        for path in sorted((PACKAGE / package).glob("*.py"))
+        for n in _seam_getattrs(path.read_text("utf-8"))
+    ]
+    assert doors == []
+
+
+def _method_calls(source: str, method: str) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == method
+    ]
+
+
+def test_one_writer_of_the_state_file() -> None:
+    """Every save of state.json goes through loop/lifecycle.save_state (the StateWriter hook
+    and `ralph abort`), so what is written and when is decided in one place."""
+    writers = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).as_posix() != "loop/lifecycle.py"
+        for n in _method_calls(path.read_text("utf-8"), "write_state")
+    ]
+    assert writers == []
 
 
 def test_packages_import_only_downward() -> None:
@@ -145,3 +214,14 @@ def test_only_the_cli_prints() -> None:
         for n in _printing_calls(path.read_text("utf-8"))
     ]
     assert printing == []
+
+
+def test_the_evaluator_seam_starts_without_the_memory() -> None:
+    """`ralph check` imports the suite before its first check starts: the seam's types
+    (evaluators/verdicts.py) load the loop state only when a baseline is summarised."""
+    probe = "import sys, ralph.evaluators.suite; print(sorted(m for m in sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "ralph.memory.state" not in proc.stdout
+    assert "'ralph.evaluators.suite'" in proc.stdout

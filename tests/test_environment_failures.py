@@ -35,6 +35,9 @@ class ImportingTests:
     def tool(self) -> str:
         return "sh"
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

@@ -249,7 +249,7 @@ def test_combined_output_without_a_baseline(broken: Evaluated) -> None:
 
 
 def test_full_logs_are_kept_per_check(broken: Evaluated) -> None:
-    logs = broken.suite.last_logs
+    logs = broken.evaluation.logs()
     assert set(logs) == {"tests", "mypy", "ruff"}
     assert "3 failed, 2 passed, 1 skipped" in logs["tests"]
     assert logs["ruff"].startswith("$ ") and "--output-format json" in logs["ruff"]
@@ -268,8 +268,8 @@ def test_baseline_scales_mypy_and_ruff_and_text_mode_mypy_agrees(broken: Evaluat
             BaselineSummary(check_error_counts={"tests": 3, "mypy": 6, "ruff": 4})
         )
         again = suite.evaluate(broken.root, baseline=baseline)
-    assert "--show-column-numbers" in suite.last_logs["mypy"]
-    assert " -O json" not in suite.last_logs["mypy"]
+    assert "--show-column-numbers" in again.logs()["mypy"]
+    assert " -O json" not in again.logs()["mypy"]
     first = outcome(broken.evaluation, "mypy").errors
     text = outcome(again, "mypy").errors
     assert [(e.file, e.line, e.column, e.rule) for e in text] == [
@@ -562,7 +562,7 @@ def test_secrets_printed_by_checks_never_reach_the_result(
     evaluation = suite.evaluate(root)
     dumped = json.dumps(to_json(evaluation.output))
     assert secret not in dumped
-    assert secret not in "".join(suite.last_logs.values())
+    assert secret not in "".join(evaluation.logs().values())
     test_error = outcome(evaluation, "tests").errors[0]
     assert "[REDACTED:DEMO_API_KEY]" in test_error.message
     assert "[REDACTED:DEMO_API_KEY]" in outcome(evaluation, "echo").errors[0].message
@@ -665,6 +665,9 @@ class FakeCheck:
 
     def tool(self) -> str:
         return "true"
+
+    def preflight(self) -> None:
+        return None
 
     def run(
         self,

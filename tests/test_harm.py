@@ -29,6 +29,9 @@ class CountedTests:
     def tool(self) -> str:
         return "sh"
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ralph.config import CheckSpec, load, parse_check
+from ralph.evaluators.base import JudgeContext
 from ralph.evaluators.judge import JudgeCheck, parse_verdict
 from ralph.evaluators.suite import CheckSuite
 from ralph.loop.policy import Attempt, Spend, StopPolicy
@@ -140,9 +141,10 @@ def test_parse_verdict_coerces_scores_and_issues_and_rejects_what_it_cannot_read
 
 
 def judge_check(fake: FakeProvider, **spec: Any) -> JudgeCheck:
-    check = JudgeCheck(CheckSpec("review", "", "judge", criteria="a README", **spec))
-    check.bind(task="write a README", client=make_client("openai:fake-model"), base_commit=None)
-    return check
+    context = JudgeContext("write a README", make_client("openai:fake-model"))
+    return JudgeCheck(
+        CheckSpec("review", "", "judge", criteria="a README", **spec), context=context
+    )
 
 
 def test_passes_at_the_threshold_and_fails_below_with_issues_as_diagnostics(
@@ -214,9 +216,9 @@ def test_a_judge_never_overrides_a_failing_test(project: Path, fake: FakeProvide
         [
             CheckSpec("tests", f"{sys.executable} -m pytest -q", "pytest"),
             CheckSpec("review", "", "judge"),
-        ]
+        ],
+        judging=JudgeContext("t", make_client("openai:fake-model"), base_commit="HEAD~0"),
     )
-    suite.bind_loop(task="t", client=make_client("openai:fake-model"), base_commit="HEAD~0")
     evaluation = suite.evaluate(project)
     review = next(o for o in evaluation.outcomes if o.spec.name == "review")
     assert review.passed and not evaluation.passed
@@ -322,3 +324,33 @@ def test_a_token_budget_smaller_than_the_judges_spending_stops_the_loop(
     code, summary = run(ralph, project, "--max-tokens", "1000", "--max-iterations", "5")
     assert (code, summary["stop_reason"], summary["iterations"]) == (3, "budget", 1)
     assert summary["usage"]["tokens_in"] + summary["usage"]["tokens_out"] == 1100
+
+
+def test_a_loop_builds_its_judges_with_the_task_the_reflectors_model_and_the_base_commit(
+    tmp_path: Path,
+) -> None:
+    """What only the loop knows is given when the judge is built (build_parts), not later."""
+    from ralph.config import Settings
+    from ralph.loop.assembly import build_parts
+
+    settings = Settings(
+        checks=[CheckSpec("review", "", "judge")],
+        actor="cmd:true",
+        reflector="openai:fake-model",
+        no_git=True,
+    )
+    env = {"OPENAI_API_KEY": "k", "PATH": os.environ.get("PATH", "")}
+    parts = build_parts(settings, tmp_path, env, task="write a README", base_commit="abc123")
+    judge = parts.evaluator.checks[0]
+    assert isinstance(judge, JudgeCheck)
+    assert (judge.task, judge.base_commit) == ("write a README", "abc123")
+    assert judge.client is parts.reflector.client and judge.client is not None
+
+
+def test_a_judges_log_is_its_runs_answers_on_the_outcome(project: Path, fake: FakeProvider) -> None:
+    (project / "README.md").write_text("# calc\n")
+    check = judge_check(fake)  # the provider answers 9/10
+    first = check.run(project)
+    second = check.run(project)
+    assert first.log is not None and first.log.count("--- judge answer ---") == 1
+    assert second.log is not None and second.log.count("--- judge answer ---") == 1

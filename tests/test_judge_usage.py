@@ -42,6 +42,9 @@ class CallingJudge:
     def tool(self) -> str:
         return "sh"
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

@@ -152,6 +152,9 @@ class FakeJudge:
     def tool(self) -> str:
         return "sh"
 
+    def preflight(self) -> None:
+        return None
+
     def run(
         self,
         cwd: Path,

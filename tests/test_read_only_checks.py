@@ -16,6 +16,7 @@ import pytest
 
 from ralph.config import CheckSpec
 from ralph.errors import PreflightError
+from ralph.evaluators.base import JudgeContext
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.suite import CheckSuite, make_check
 
@@ -233,7 +234,9 @@ def test_a_coloured_check_leaves_no_escape_in_records_or_prompts(tmp_path: Path)
 def test_a_judge_without_a_model_fails_the_preflight_before_the_actor_runs(
     tmp_path: Path,
 ) -> None:
-    judge = make_check(CheckSpec("review", "", "judge"), timeout=60, cap=10_000)
+    # what build_parts gives a judge: the task and the reflector's model (here none)
+    context = JudgeContext("make f pass its tests", None)
+    judge = make_check(CheckSpec("review", "", "judge"), timeout=60, cap=10_000, judging=context)
     suite = fake_evaluator(FakeTests(), judge)
     loop = make_loop(tmp_path / "p", {1: write("full")}, evaluator=suite)
     with pytest.raises(PreflightError) as info:

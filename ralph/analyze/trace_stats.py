@@ -14,18 +14,27 @@ it; records without one (older ralph, or an actor whose work ralph cannot see) a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from ralph.analyze.facts import IterationFacts
+from typing import Any, Protocol
 
 KINDS = ("edit", "read", "command", "search", "other")
+
+
+class Traced(Protocol):
+    """What these statistics read of an attempt (analyze/facts.py's `IterationFacts`)."""
+
+    @property
+    def actions(self) -> dict[str, int] | None: ...
+    @property
+    def ran_checks(self) -> bool | None: ...
+    @property
+    def passed(self) -> bool: ...
 
 
 def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def action_stats(records: Sequence[IterationFacts]) -> dict[str, Any]:
+def action_stats(records: Sequence[Traced]) -> dict[str, Any]:
     """The `--json` object: traced attempts, per-iteration means, checks run and success."""
     traced = [r for r in records if r.actions is not None]
     known = [r for r in traced if r.ran_checks is not None]
@@ -46,7 +55,7 @@ def action_stats(records: Sequence[IterationFacts]) -> dict[str, Any]:
     }
 
 
-def summary_line(records: Sequence[IterationFacts]) -> str | None:
+def summary_line(records: Sequence[Traced]) -> str | None:
     """One line under analyze's tables; None when no attempt has a trace."""
     stats = action_stats(records)
     if not stats["traced_attempts"]:

@@ -139,7 +139,8 @@ def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]
 def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) -> list[Row]:
     from ralph.cli.progress import check_progress
     from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite, runnable_checks
+    from ralph.evaluators.suite import CheckSuite
+    from ralph.evaluators.tools import runnable_checks
     from ralph.loop.assembly import make_evaluator
 
     try:

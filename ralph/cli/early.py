@@ -113,7 +113,6 @@ class EarlyEvaluation:
             raise
         if self._error is not None:
             raise self._error
-        suite.last_logs = self.suite.last_logs
         return suite.judge(self._outcomes, None)
 
     def stop(self) -> None:

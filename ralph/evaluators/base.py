@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ralph.config import CheckSpec
+from ralph.evaluators.verdicts import Baseline, CheckVerdict
 from ralph.records import (
     DIAGNOSTICS_PER_CHECK,
     CheckResult,
@@ -18,13 +19,18 @@ from ralph.records import (
 )
 
 if TYPE_CHECKING:
-    from ralph.evaluators.judging import Baseline, CheckVerdict
+    from ralph.providers.base import ChatClient
 
 __all__ = [
+    "Baseline",
+    "BaselineRules",
     "Check",
     "CheckOutcome",
+    "CheckVerdict",
     "Evaluation",
+    "EvaluationRequest",
     "Evaluator",
+    "JudgeContext",
     "OutputCallback",
 ]  # the seam: what other packages use
 
@@ -44,6 +50,7 @@ class CheckOutcome:
     verdict: CheckVerdict | None = None  # set by the suite: the check judged against the baseline
     calls: list[ModelCall] = field(default_factory=list)  # the model calls of this run (a judge's)
     changed_files: list[str] | None = None  # files in the tree this check may have written
+    log: str | None = None  # the check's whole log (command, output); None: stdout + stderr
 
     @property
     def passed(self) -> bool:
@@ -61,6 +68,11 @@ class Check(Protocol):
         """The executable this check needs on PATH (named in the preflight error)."""
         ...
 
+    def preflight(self) -> None:
+        """Raise PreflightError for what else it needs (a judge: its model), before any
+        agent is paid for."""
+        ...
+
     def run(
         self,
         cwd: Path,
@@ -68,7 +80,8 @@ class Check(Protocol):
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        """Run once on `cwd`; `baseline_errors` scales mypy/ruff scores (None: 0 when failing)."""
+        """Run once on `cwd`; `baseline_errors` scales mypy/ruff scores (None: 0 when failing).
+        The outcome carries what the loop keeps of the run: its `log` and a judge's `calls`."""
         ...
 
 
@@ -142,37 +155,63 @@ class Evaluation:
         """The model calls the checks made (a judge's): the evaluation's tokens and cost."""
         return [call for o in self.outcomes for call in o.calls]
 
+    def logs(self) -> dict[str, str]:
+        """Each check's log, as `NNN/check-NAME.log` keeps it: its own, else its output."""
+        return {
+            o.spec.name: o.log
+            if o.log is not None
+            else (o.result.stdout or "") + (o.result.stderr or "")
+            for o in self.outcomes
+        }
+
     def roles(self) -> dict[str, str]:
         return {o.spec.name: o.verdict.role for o in self.outcomes if o.verdict is not None}
 
 
+@dataclass(frozen=True)
+class JudgeContext:
+    """What a judge check is given when a loop builds it: the task, the model to ask unless
+    the check names its own (the reflector's), and the commit the loop's work began at (None:
+    HEAD when the judge first runs, the baseline's tree)."""
+
+    task: str
+    client: ChatClient | None
+    base_commit: str | None = None
+
+
+@dataclass(frozen=True)
+class BaselineRules:
+    """How the untouched tree gives the checks their roles: `named` are the checks the user
+    named (--test, --check), which are targets; `success` is "baseline" (targets and guards)
+    or "strict" (every check a target)."""
+
+    named: Collection[str] = ()
+    success: str = "baseline"
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """What the evaluator is asked: judge the tree at `cwd` against `baseline` (None: every
+    check must pass, as `ralph check` judges), or, with `establish`, judge the untouched tree
+    by the roles it gives the checks and return it as the `Evaluation.baseline`."""
+
+    cwd: Path
+    baseline: Baseline | None = None
+    establish: BaselineRules | None = None
+    on_output: OutputCallback | None = None  # (check name, output chunk), from worker threads
+    on_done: Callable[[CheckOutcome], None] | None = None  # each check's outcome as it ends
+
+
 class Evaluator(Protocol):
+    """The seam between the loop and the checks: one typed call, a request in and an
+    `Evaluation` out that carries everything the loop keeps (the checks' logs, the model
+    calls a judge made). Whatever a check needs beyond the tree (a judge's task and model)
+    it is given when it is built."""
+
     def preflight(self) -> None:
         """Raise PreflightError naming a missing tool and how to install it or drop the check."""
         ...
 
-    def evaluate(
-        self,
-        cwd: Path,
-        *,
-        baseline: Baseline | None = None,
-        on_output: OutputCallback | None = None,
-    ) -> Evaluation:
-        """Run every check (in parallel) on `cwd` and judge the result against `baseline`
-        (None: every check must pass, as `ralph check` judges)."""
-        ...
-
-    def evaluate_baseline(
-        self,
-        cwd: Path,
-        *,
-        named: Collection[str] = (),
-        success: str = "baseline",
-        on_output: OutputCallback | None = None,
-    ) -> Evaluation:
-        """The untouched tree, judged by the roles it gives the checks; `.baseline` is set.
-
-        `named`: checks the user named (--test, --check), which are targets; `success`:
-        "baseline" (targets and guards) or "strict" (every check a target).
-        """
+    def handle(self, request: EvaluationRequest) -> Evaluation:
+        """Run every check on `request.cwd` and judge the result (see `EvaluationRequest`)."""
         ...

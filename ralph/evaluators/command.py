@@ -48,7 +48,24 @@ class CommandCheck:
     def tool(self) -> str:
         return executable_of(self.spec.command) or "sh"
 
+    def preflight(self) -> None:
+        """Nothing beyond its tool, which the suite finds on PATH (`tools.missing_tool`)."""
+        return None
+
     def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        """`run_once`, its outcome carrying the log of the command it ran last."""
+        self.last_log = ""
+        outcome = self.run_once(cwd, baseline_errors=baseline_errors, on_output=on_output)
+        outcome.log = self.last_log
+        return outcome
+
+    def run_once(
         self,
         cwd: Path,
         *,

@@ -107,7 +107,8 @@ def probe_checks(
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
     from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite, runnable_checks
+    from ralph.evaluators.suite import CheckSuite
+    from ralph.evaluators.tools import runnable_checks
 
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}

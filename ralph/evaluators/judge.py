@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import process
 from ralph.config import CheckSpec
-from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.evaluators.base import CheckOutcome, JudgeContext, OutputCallback
 from ralph.process import DEFAULT_CAP, ProcessResult
 from ralph.records import CheckResult, Diagnostic, ModelCall
 
@@ -68,16 +68,22 @@ class JudgeCheck:
     """A check whose verdict is a model's: see the module docstring."""
 
     def __init__(
-        self, spec: CheckSpec, *, timeout: float | None = None, cap: int = DEFAULT_CAP
+        self,
+        spec: CheckSpec,
+        *,
+        timeout: float | None = None,
+        cap: int = DEFAULT_CAP,
+        context: JudgeContext | None = None,
     ) -> None:
         self.spec = spec
         self.timeout = timeout
         self.cap = cap
-        self.task = ""
-        self.client: ChatClient | None = None  # the reflector's, unless the spec names a model
-        self.base_commit: str | None = None  # the diff is taken against it; HEAD at first run
-        self.bound = False  # a loop told it its task and model (`bind`)
-        self.last_log = ""
+        self.bound = context is not None  # built by a loop, which gave its task and model
+        self.task = context.task if context else ""
+        # the reflector's, unless the spec names a model
+        self.client: ChatClient | None = context.client if context else None
+        # the diff is taken against it; HEAD at the first run
+        self.base_commit: str | None = context.base_commit if context else None
         self._lock = threading.Lock()
 
     def tool(self) -> str:
@@ -85,9 +91,10 @@ class JudgeCheck:
 
     def preflight(self) -> None:
         """A judge needs a model: its own (`model:`, whose provider and key are checked here)
-        or the loop's reflector's (`bind`, before the preflight). Found out before an agent
-        is paid for, not at the first attempt's evaluation. Outside a loop (`ralph check`,
-        nothing bound) a judge without its own model says so when it runs, as a check error."""
+        or the loop's reflector's (`JudgeContext`, given when a loop builds it). Found out
+        before an agent is paid for, not at the first attempt's evaluation. Outside a loop
+        (`ralph check`, no context) a judge without its own model says so when it runs, as a
+        check error."""
         if self.spec.model:
             self._client()
             return
@@ -98,15 +105,6 @@ class JudgeCheck:
                 f"check {self.spec.name!r} is a judge with no model to ask",
                 hint="set `model: PROVIDER:MODEL` on the check, or --reflector PROVIDER:MODEL",
             )
-
-    def bind(self, *, task: str, client: ChatClient | None, base_commit: str | None) -> None:
-        """What only the loop knows: the task, the reflector's model, where the work began."""
-        self.task = task
-        self.bound = True
-        if self.client is None:
-            self.client = client
-        if base_commit:
-            self.base_commit = base_commit
 
     def run(
         self,
@@ -127,8 +125,10 @@ class JudgeCheck:
                 "fail", started, [_diagnostic("nothing to judge yet: no change since the start")]
             )
         calls: list[ModelCall] = []  # this run's, whatever the outcome: the loop counts them
-        outcome = self._judge(cwd, diff, started, calls, on_output)
+        answers: list[str] = []  # this run's answers, as they came: the check's log
+        outcome = self._judge(cwd, diff, started, calls, answers, on_output)
         outcome.calls = calls
+        outcome.log = "".join(f"--- judge answer ---\n{text}\n" for text in answers)
         return outcome
 
     def _judge(
@@ -137,11 +137,12 @@ class JudgeCheck:
         diff: str,
         started: float,
         calls: list[ModelCall],
+        answers: list[str],
         on_output: OutputCallback | None,
     ) -> CheckOutcome:
         try:
             client = self._client()
-            answer, problems = self._ask(client, diff, cwd, calls)
+            answer, problems = self._ask(client, diff, cwd, calls, answers)
         except Exception as exc:  # a provider failure is this check's error, never a pass
             from ralph.errors import one_line
 
@@ -200,7 +201,12 @@ class JudgeCheck:
         return self.client
 
     def _ask(
-        self, client: ChatClient, diff: str, cwd: Path, calls: list[ModelCall]
+        self,
+        client: ChatClient,
+        diff: str,
+        cwd: Path,
+        calls: list[ModelCall],
+        answers: list[str],
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
         from ralph.providers.answers import ask_json, repair_context
@@ -218,7 +224,7 @@ class JudgeCheck:
         prompt = redact(render("judge", context, project_root=cwd))
         messages = [Message("system", SYSTEM_PROMPT), Message("user", prompt)]
         answer, problems, _ = ask_json(
-            lambda turn: self._chat(client, turn, calls),
+            lambda turn: self._chat(client, turn, calls, answers),
             messages,
             parse_verdict,
             lambda text, wrong: render(
@@ -227,10 +233,16 @@ class JudgeCheck:
         )
         return answer, problems
 
-    def _chat(self, client: ChatClient, messages: list[Message], calls: list[ModelCall]) -> str:
+    def _chat(
+        self,
+        client: ChatClient,
+        messages: list[Message],
+        calls: list[ModelCall],
+        answers: list[str],
+    ) -> str:
         response = client.chat(messages, json_mode=True, max_tokens=MAX_ANSWER_TOKENS)
         calls.append(ModelCall(response.tokens_in, response.tokens_out, response.cost_usd))
-        self.last_log += f"--- judge answer ---\n{response.text or ''}\n"
+        answers.append(response.text or "")
         return response.text or ""
 
     def _outcome(self, status: str, started: float, errors: list[Diagnostic]) -> CheckOutcome:

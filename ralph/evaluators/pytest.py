@@ -64,7 +64,7 @@ class PytestReport:
 class PytestCheck(CommandCheck):
     """Score: passed / total; collection errors count as failures and are reported first."""
 
-    def run(
+    def run_once(
         self,
         cwd: Path,
         *,

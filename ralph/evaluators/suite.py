@@ -7,32 +7,35 @@ checks present. `passed` means every check passes; nothing else decides completi
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ralph import process
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
-from ralph.evaluators.base import Check, CheckOutcome, Evaluation, OutputCallback
+from ralph.evaluators.base import (
+    Baseline,
+    BaselineRules,
+    Check,
+    CheckOutcome,
+    Evaluation,
+    EvaluationRequest,
+    JudgeContext,
+    OutputCallback,
+)
 from ralph.evaluators.command import CommandCheck, kill_running_checks, make_result
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
-from ralph.process import DEFAULT_CAP, SHELL_WORDS, ProcessResult
-from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType
+from ralph.evaluators.tools import DROP_HINT, missing_tool
+from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType, known_sum
 from ralph.workspace.fingerprint import TreeChange, TreeGuard
-
-if TYPE_CHECKING:
-    from ralph.evaluators.judging import Baseline
 
 
 def _judge_check(spec: CheckSpec, **options: Any) -> Check:
@@ -50,21 +53,21 @@ CHECK_CLASSES: dict[str, Callable[..., Check]] = {
     "shell": ShellCheck,
     "judge": _judge_check,
 }
-PACKAGES = {"pytest": "pytest", "py.test": "pytest", "mypy": "mypy", "dmypy": "mypy"}
-DROP_HINT = (
-    "or drop the check: name only the checks you want with --check NAME|CMD, "
-    "or remove it from `checks:` in .aiwg/ralph/config.yaml"
-)
 
 
-def make_check(spec: CheckSpec, *, timeout: float | None, cap: int) -> Check:
-    """The check for `spec.parser`; `timeout` applies unless the spec sets its own."""
+def make_check(
+    spec: CheckSpec, *, timeout: float | None, cap: int, judging: JudgeContext | None = None
+) -> Check:
+    """The check for `spec.parser`; `timeout` applies unless the spec sets its own; a judge
+    is given what the loop knows (`judging`: None outside a loop)."""
     cls = CHECK_CLASSES.get(spec.parser)
     if cls is None:
         raise ConfigError(
             f"check {spec.name!r}: unknown parser {spec.parser!r}",
             hint=f"use one of: {', '.join(CHECK_CLASSES)}",
         )
+    if spec.parser == "judge":
+        return cls(spec, timeout=timeout, cap=cap, context=judging)
     return cls(spec, timeout=timeout, cap=cap)
 
 
@@ -78,20 +81,24 @@ class CheckSuite:
         *,
         check_timeout: float | None = 900.0,
         cap: int = DEFAULT_CAP,
+        judging: JudgeContext | None = None,
     ) -> None:
-        self.checks: list[Check] = [make_check(s, timeout=check_timeout, cap=cap) for s in specs]
+        self.checks: list[Check] = [
+            make_check(s, timeout=check_timeout, cap=cap, judging=judging) for s in specs
+        ]
         self.weights = dict(weights or {})
-        self.last_logs: dict[str, str] = {}
         self.tree_guard = TreeGuard()  # one per suite: its stat cache serves every evaluation
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> CheckSuite:
-        """The suite the settings name, with their weights, time limit and output cap."""
+    def from_settings(cls, settings: Settings, judging: JudgeContext | None = None) -> CheckSuite:
+        """The suite the settings name, with their weights, time limit and output cap; its
+        judges given `judging` (a loop's task and model)."""
         return cls(
             settings.all_checks(),
             settings.weights,
             check_timeout=settings.check_timeout,
             cap=settings.output_cap,
+            judging=judging,
         )
 
     @classmethod
@@ -102,14 +109,6 @@ class CheckSuite:
         suite = cls([], weights)
         suite.checks = list(checks)
         return suite
-
-    def bind_loop(self, *, task: str, client: Any, base_commit: str | None) -> None:
-        """Tell the judge checks what only the loop knows (evaluators/judge.py)."""
-        from ralph.evaluators.judge import JudgeCheck
-
-        for check in self.checks:
-            if isinstance(check, JudgeCheck):
-                check.bind(task=task, client=client, base_commit=base_commit)
 
     def use_environment(self, variables: Mapping[str, str]) -> None:
         """Run every command check with `variables` over ralph's environment (a worktree loop's
@@ -137,9 +136,18 @@ class CheckSuite:
                 message, package = problem
                 raise PreflightError(message, hint=f"pip install {package} {DROP_HINT}")
         for check in self.checks:  # what else a check needs (a judge: its model)
-            own = getattr(check, "preflight", None)
-            if own is not None:
-                own()
+            check.preflight()
+
+    def handle(self, request: EvaluationRequest) -> Evaluation:
+        """The Evaluator's one call: every check on the tree, judged (evaluators/base.py)."""
+        baseline = request.baseline
+        counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
+        outcomes = self.run_checks(
+            request.cwd, counts, on_output=request.on_output, on_done=request.on_done
+        )
+        if request.establish is not None:
+            return self.establish(outcomes, request.establish)
+        return self.judge(outcomes, baseline)
 
     def evaluate(
         self,
@@ -149,11 +157,10 @@ class CheckSuite:
         on_output: OutputCallback | None = None,
         on_done: Callable[[CheckOutcome], None] | None = None,
     ) -> Evaluation:
-        """`on_output` receives (check name, output chunk) from the worker threads, `on_done`
-        each check's outcome as it finishes (`ralph check`'s progress)."""
-        counts = {n: c.error_count for n, c in baseline.checks.items()} if baseline else {}
-        outcomes = self.run_checks(cwd, counts, on_output=on_output, on_done=on_done)
-        return self.judge(outcomes, baseline)
+        """`handle` with the request spelt out: `on_output` receives (check name, output
+        chunk) from the worker threads, `on_done` each check's outcome as it finishes."""
+        request = EvaluationRequest(cwd, baseline, on_output=on_output, on_done=on_done)
+        return self.handle(request)
 
     def run_checks(
         self,
@@ -224,7 +231,6 @@ class CheckSuite:
         outcomes = [results[i] for i in range(len(self.checks))]
         if change is not None:
             blame_writers(outcomes, change, windows)
-        self.last_logs = {c.spec.name: getattr(c, "last_log", "") for c in self.checks}
         return outcomes
 
     def evaluate_baseline(
@@ -237,14 +243,19 @@ class CheckSuite:
         on_done: Callable[[CheckOutcome], None] | None = None,
     ) -> Evaluation:
         """The untouched tree: run the checks, give each its role, judge the tree by them."""
-        raw = self.evaluate(cwd, on_output=on_output, on_done=on_done)
+        rules = BaselineRules(named, success)
+        request = EvaluationRequest(cwd, establish=rules, on_output=on_output, on_done=on_done)
+        return self.handle(request)
+
+    def establish(self, outcomes: Sequence[CheckOutcome], rules: BaselineRules) -> Evaluation:
+        """The untouched tree's outcomes: each check's role, and the tree judged by them."""
         from ralph.evaluators.judging import assign_roles, make_baseline
 
         roles = assign_roles(
-            [c.spec for c in self.checks], raw.outcomes, named=set(named), success=success
+            [c.spec for c in self.checks], outcomes, named=set(rules.named), success=rules.success
         )
-        baseline = make_baseline(raw.outcomes, roles, success)
-        judged = self.judge(raw.outcomes, baseline)
+        baseline = make_baseline(outcomes, roles, rules.success)
+        judged = self.judge(outcomes, baseline)
         judged.baseline = replace(
             baseline,
             passed=judged.passed,
@@ -344,70 +355,6 @@ def blame_writers(
         outcome.changed_files = paths
 
 
-def runnable_checks(
-    checks: Sequence[Check],
-) -> tuple[list[Check], list[tuple[Check, tuple[str, str]]]]:
-    """The checks whose tool is installed, and the others with what is missing (`missing_tool`):
-    `ralph init` and `ralph doctor` run the first and list the second."""
-    runnable: list[Check] = []
-    missing: list[tuple[Check, tuple[str, str]]] = []
-    for check in checks:
-        problem = missing_tool(check)
-        if problem is None:
-            runnable.append(check)
-        else:
-            missing.append((check, problem))
-    return runnable, missing
-
-
-def missing_tool(check: Check) -> tuple[str, str] | None:
-    """(message, package to install) when the check's program or Python module is missing."""
-    spec = check.spec
-    tool = check.tool()
-    if tool in SHELL_WORDS or tool == "sh":
-        return None
-    name = Path(tool).name
-    package = PACKAGES.get(name, name)
-    resolved = process.which(tool)
-    if resolved is None:
-        return (
-            f"check {spec.name!r} needs `{tool}`, which is not installed (not found on PATH)",
-            package,
-        )
-    module = _python_module(spec.command, name)
-    if module is not None and not _has_module(resolved, module):
-        return (
-            f"check {spec.name!r} needs the Python module `{module}`, "
-            f"which is not installed for {resolved}",
-            PACKAGES.get(module, module),
-        )
-    return None
-
-
-def _python_module(command: str, program: str) -> str | None:
-    """`mod` in `python -m mod ...`, the form that fails late when the module is missing."""
-    if not program.startswith("python"):
-        return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    for i, word in enumerate(words[:-1]):
-        if word == "-m":
-            return words[i + 1].split(".")[0]
-    return None
-
-
-def _has_module(python: str, module: str) -> bool:
-    import importlib.util
-
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        return importlib.util.find_spec(module) is not None
-    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    res = process.run([python, "-c", probe], cwd=Path.cwd(), wall_timeout=60)
-    return res.exit_code == 0
-
-
 def verification_type(specs: Sequence[CheckSpec]) -> VerificationType:
     parsers = {s.parser for s in specs}
     kinds: dict[str, VerificationType] = {
@@ -429,26 +376,12 @@ def check_weight(spec: CheckSpec, weights: Mapping[str, float]) -> float:
     return DEFAULT_WEIGHTS.get(spec.parser, 0.5)
 
 
-def combined_reward(outcomes: Sequence[CheckOutcome], weights: Mapping[str, float]) -> float:
-    if not outcomes:
-        return 0.0
-    pairs = [(check_weight(o.spec, weights), o.score) for o in outcomes]
-    total = sum(w for w, _ in pairs)
-    if total <= 0:  # every weight zero: count the checks equally
-        pairs = [(1.0, score) for _, score in pairs]
-        total = float(len(pairs))
-    reward = sum(w * min(1.0, max(0.0, score)) for w, score in pairs) / total
-    return round(reward, 4)
-
-
 def merge_metrics(all_metrics: Sequence[Metrics]) -> Metrics:
     """Counts summed over the checks that report them; None where no check does."""
     merged = Metrics()
     for name in ("tests_passed", "tests_failed", "tests_total", "lint_errors", "lint_warnings"):
-        values = [getattr(m, name) for m in all_metrics if getattr(m, name) is not None]
-        setattr(merged, name, sum(values) if values else None)
-    type_errors = [m.type_errors for m in all_metrics if m.type_errors is not None]
-    merged.type_errors = sum(type_errors) if type_errors else None
+        setattr(merged, name, known_sum(getattr(m, name) for m in all_metrics))
+    merged.type_errors = known_sum(m.type_errors for m in all_metrics)
     coverage = [m.coverage_percentage for m in all_metrics if m.coverage_percentage is not None]
     merged.coverage_percentage = coverage[0] if coverage else None
     return merged

@@ -10,19 +10,25 @@ import os
 import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ralph import config
 from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_text
 from ralph.ids import new_loop_id, validate_loop_id
+from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult
 from ralph.loop.runner import LoopRunner
 from ralph.loop.steps import Parts, Reporter
 from ralph.memory.locks import same_process
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
+
+if TYPE_CHECKING:
+    from ralph.evaluators.base import JudgeContext
+    from ralph.evaluators.suite import CheckSuite
+    from ralph.reflection.reflector import Reflector
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -33,13 +39,16 @@ def project_root(start: Path | None = None) -> Path:
     return find_repo_root(here) or here
 
 
-def make_evaluator(settings: Settings) -> Any:
+def make_evaluator(settings: Settings, judging: JudgeContext | None = None) -> CheckSuite:
+    """The settings' checks; a judge among them given `judging` (a loop's task and model)."""
     from ralph.evaluators.suite import CheckSuite
 
-    return CheckSuite.from_settings(settings)
+    return CheckSuite.from_settings(settings, judging)
 
 
-def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]) -> Any:
+def make_reflector(
+    settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]
+) -> Reflector:
     """--reflector PROVIDER:MODEL, `heuristic`, or by default the actor's own model."""
     from ralph.actors.registry import NO_DEADLINE, reflector_client
     from ralph.reflection.reflector import Reflector
@@ -55,8 +64,19 @@ def make_reflector(settings: Settings, actor: Any, root: Path, environ: Mapping[
     return Reflector(reflector_client(actor, environ=environ, timeout=timeout), project_root=root)
 
 
-def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | None = None) -> Parts:
+def build_parts(
+    settings: Settings,
+    root: Path,
+    environ: Mapping[str, str] | None = None,
+    *,
+    task: str = "",
+    base_commit: str | None = None,
+) -> Parts:
+    """The loop's collaborators, each given what it needs when it is built: a judge check the
+    task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
+    a resumed loop's base commit)."""
     from ralph.actors.registry import make_actor
+    from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
     from ralph.workspace.worktree import import_path
 
@@ -71,12 +91,13 @@ def build_parts(settings: Settings, root: Path, environ: Mapping[str, str] | Non
         environ={**env, **imports} if imports else env,
         base_dir=root,
     )
-    evaluator = make_evaluator(settings)
+    reflector = make_reflector(settings, actor, root, env)
+    evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
     return Parts(
         actor=actor,
         evaluator=evaluator,
-        reflector=make_reflector(settings, actor, root, env),
+        reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
     )
 
@@ -132,7 +153,7 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
             raise
         state = store.read_state(loop_id)
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
         result = LoopResult.of(
             state,
             EXIT_ABORTED,
@@ -172,7 +193,9 @@ def run_task(
     if store.state_path(loop_id).exists():
         raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
     if not settings.worktree:
-        runner = LoopRunner(settings, store, parts or build_parts(settings, root), reporter)
+        runner = LoopRunner(
+            settings, store, parts or build_parts(settings, root, task=task), reporter
+        )
         return _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
     return _run_in_worktree(task, loop_id, settings, store, root, reporter, parts)
 
@@ -207,7 +230,8 @@ def _run_in_worktree(
     keep = False
     try:
         prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)
-        runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
+        parts = parts or build_parts(settings, workdir, task=task)
+        runner = LoopRunner(settings, store, parts, reporter)
         result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
         return result
@@ -259,7 +283,7 @@ def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
         state = store.read_state(loop_id)
         if state.git is not None and state.git == GitState(worktree=state.git.worktree):
             state.git = None
-            store.write_state(state)
+            save_state(store, state)
 
 
 def resume_task(
@@ -280,7 +304,7 @@ def resume_task(
         and store.effective_status(state) != "running"
     ):
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
     snapshot = state.settings.snapshot()
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
@@ -288,7 +312,9 @@ def resume_task(
     if store.effective_status(state) in ("paused", "crashed", "failed"):  # else refused below
         for note in keep_newer_records_apart(store, state):
             reporter.note(note)
-    runner = LoopRunner(settings, store, parts or build_parts(settings, workdir), reporter)
+    base = state.git.base_commit if state.git else None
+    parts = parts or build_parts(settings, workdir, task=state.task, base_commit=base)
+    runner = LoopRunner(settings, store, parts, reporter)
     return _guard_abort(store, state.loop_id, reporter, lambda: runner.resume(state))
 
 
@@ -394,7 +420,7 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
         state = store.read_state(loop_id)  # what the loop saved while stopping
     if state.status != "aborted":
         state.status, state.stop_reason = "aborted", "aborted by user"
-        store.write_state(state)
+        save_state(store, state)
     return state, True
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ralph.evaluators.base import BaselineRules, EvaluationRequest
 from ralph.ids import new_loop_id
 from ralph.loop import steps
 from ralph.loop.assembly import build_parts, intake
@@ -19,7 +20,9 @@ from ralph.memory.store import MemoryStore
 from ralph.templates import render
 
 if TYPE_CHECKING:
-    from ralph.evaluators.base import Evaluation
+    from collections.abc import Callable
+
+    from ralph.evaluators.base import CheckOutcome, Evaluation
 
 
 @dataclass
@@ -66,17 +69,14 @@ def preview_run(
     flags: dict[str, Any],
     *,
     cwd: Path | None = None,
-    on_done: Any = None,
+    on_done: Callable[[CheckOutcome], None] | None = None,
 ) -> Preview:
     """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
     from ralph.actors.registry import describe_actor, prompt_as_sent
     from ralph.loop import prompts
 
     task, root, home, settings = intake(task, flags, cwd)
-    parts = build_parts(settings, root)
-    bind = getattr(parts.evaluator, "bind_loop", None)  # a judge's model, as the loop's
-    if bind is not None:
-        bind(task=task, client=getattr(parts.reflector, "client", None), base_commit=None)
+    parts = build_parts(settings, root, task=task)  # a judge's model, as the loop's
     parts.evaluator.preflight()
     parts.actor.preflight()
     loop_id = new_loop_id(task)
@@ -84,10 +84,8 @@ def preview_run(
     parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty)
     if settings.worktree:
         notes.append("--worktree: the loop would work in a new worktree at HEAD")
-    suite: Any = parts.evaluator  # a CheckSuite: it reports each check as it finishes
-    evaluation: Evaluation = suite.evaluate_baseline(
-        root, named=settings.named(), success=settings.success, on_done=on_done
-    )
+    rules = BaselineRules(settings.named(), settings.success)
+    evaluation = parts.evaluator.handle(EvaluationRequest(root, establish=rules, on_done=on_done))
     command = describe_actor(parts.actor)
     if evaluation.passed:
         return Preview(task, parts.actor.name, command, None, evaluation, notes)

@@ -4,9 +4,10 @@ preflight -> baseline -> (compose -> act -> evaluate -> reflect -> remember -> d
 
 Each step returns one typed value (iteration.py); `remember` commits the attempt, writes its
 record, then the state, so Ctrl-C or kill -9 at any point loses at most the attempt in progress.
-`_save` is the one writer of the state file. The runner knows nothing about rich (it emits
-events to a Reporter) and nothing about how a check, an actor or git works (the seams in
-`Parts`, which tests replace with the in-process fakes of tests/fakes/loop.py).
+The runner decides and emits typed events (lifecycle.py); hooks keep the books: the state
+file (one writer), the records, the reporter and the budgets. It knows nothing about rich and
+nothing about how a check, an actor or git works (the seams in `Parts`, which tests replace
+with the in-process fakes of `ralph.testing`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import BudgetExceeded, PreflightError, RalphError
-from ralph.evaluators.judging import Baseline
+from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
 from ralph.loop.iteration import Iteration, Prompt, make_record, name_commit
+from ralph.loop.lifecycle import (
+    AttemptStarting,
+    BudgetHook,
+    Hook,
+    IterationDone,
+    IterationRemembered,
+    LoopFinished,
+    LoopStarted,
+    RecordWriter,
+    ReportHook,
+    StateChanged,
+    StateWriter,
+    emit,
+)
 from ralph.loop.policy import Attempt, Decision, Spend, StopPolicy, attempts, baseline_attempt
 from ralph.loop.result import (
     ABORTED_MESSAGE,
@@ -55,6 +70,8 @@ class LoopRunner:
     parts: Parts
     reporter: Reporter
     records: list[IterationRecord] = field(default_factory=list)
+    # the lifecycle's hooks, after the runner's own (records, state, reporter, budgets)
+    hooks: list[Hook] = field(default_factory=list)
     baseline: Baseline | None = field(default=None, init=False)
     _last_evaluation: Evaluation | None = field(default=None, init=False)
     # evaluations of the trees a rollback may return to: 0 (the baseline) and the best iteration
@@ -63,9 +80,17 @@ class LoopRunner:
     _unmatched: list[str] = field(default_factory=list, init=False)
     _attempts: list[Attempt] = field(default_factory=list, init=False)  # `records` for the policy
     _guard: MemoryGuard = field(init=False)
+    _policy: StopPolicy | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._guard = MemoryGuard(self.store)
+        own: list[Hook] = [
+            RecordWriter(self.store),  # a record before the state that counts it
+            StateWriter(self.store),
+            ReportHook(self.reporter),
+            BudgetHook(self._budget_exhausted),
+        ]
+        self.hooks = own + self.hooks
 
     @property
     def workdir(self) -> Path:
@@ -81,17 +106,9 @@ class LoopRunner:
             s.max_iterations, s.patience, s.budget_usd, s.max_tokens, s.timeout, refine
         )
 
-    def _bind_judges(self, task: str, base_commit: str | None) -> None:
-        """Judge checks read the task, the reflector's model and the diff since `base_commit`."""
-        bind = getattr(self.parts.evaluator, "bind_loop", None)
-        if bind is not None:
-            client = getattr(self.parts.reflector, "client", None)
-            bind(task=task, client=client, base_commit=base_commit)
-
     # entry points -------------------------------------------------------------------------
     def start(self, task: str, loop_id: str) -> LoopResult:
-        self._bind_judges(task, None)  # a judge's model is part of the preflight
-        self.parts.evaluator.preflight()
+        self.parts.evaluator.preflight()  # a judge's model too
         self.parts.actor.preflight()
         state = LoopState(loop_id=loop_id, task=task, settings=self.settings)
         with self.store.lock(loop_id, self.workdir):
@@ -99,14 +116,12 @@ class LoopRunner:
             self.parts.workspace.preflight_loop(loop_id, allow_dirty=self.settings.allow_dirty)
             self.store.ensure()
             self._claim(state)  # saved before the baseline starts
-            self._bind_judges(task, self.parts.workspace.current_commit())
             self.reporter.phase(0, "baseline")
-            evaluation = self.parts.evaluator.evaluate_baseline(
-                self.workdir,
-                named=self.settings.named(),
-                success=self.settings.success,
-                on_output=self.reporter.output,
+            rules = BaselineRules(self.settings.named(), self.settings.success)
+            request = EvaluationRequest(
+                self.workdir, establish=rules, on_output=self.reporter.output
             )
+            evaluation = self.parts.evaluator.handle(request)
             if evaluation.baseline is None:
                 raise RalphError("the evaluator judged the baseline without keeping it")
             self.baseline = evaluation.baseline
@@ -137,8 +152,7 @@ class LoopRunner:
             with self.store.lock(state.loop_id, self.workdir):
                 self._stop_orphans(state)
             return self.start(state.task, state.loop_id)
-        self._bind_judges(state.task, None)  # a judge's model is part of the preflight
-        self.parts.evaluator.preflight()
+        self.parts.evaluator.preflight()  # a judge's model too
         self.parts.actor.preflight()
         with self.store.lock(state.loop_id, self.workdir):
             self._stop_orphans(state)
@@ -152,11 +166,8 @@ class LoopRunner:
                 self.reporter.note(note)
             # what fails now, file:line, for the next prompt (and the lessons it brings)
             self.baseline = Baseline.stored(self.store.read_baseline(state.loop_id), state.baseline)
-            self._bind_judges(state.task, state.git.base_commit if state.git else None)
             self.reporter.phase(0, "baseline")
-            self._last_evaluation = self.parts.evaluator.evaluate(
-                self.workdir, baseline=self.baseline, on_output=self.reporter.output
-            )
+            self._last_evaluation = self._evaluate()
             state.count_calls(self._last_evaluation.calls())  # a judge's again: no record's
             self.reporter.evaluated(0, self._last_evaluation)
             return self._run(state, resumed=True)
@@ -196,20 +207,18 @@ class LoopRunner:
     # the loop -----------------------------------------------------------------------------
     def _run(self, state: LoopState, *, resumed: bool) -> LoopResult:
         self._claim(state)
-        self.reporter.loop_started(state, resumed)
+        emit(self.hooks, LoopStarted(state, resumed))
         started = time.monotonic() - state.usage.wall_seconds
-        policy = self.policy()
+        policy = self._policy = self.policy()
         try:
             while True:
                 self.store.check_abort(state.loop_id)  # `ralph abort` from where no signal reaches
-                exhausted = policy.budget_exhausted(self._spend(state, started))
-                if exhausted:
-                    return self._stop(state, Decision("budget", exhausted), started)
+                emit(self.hooks, AttemptStarting(state, self._spend(state, started)))
                 record = self._iteration(state, state.iteration + 1, policy, started)
                 history = self._history()
                 spend = self._spend(state, started)
                 decision = policy.decide(history, baseline_attempt(state.baseline), spend)
-                self.reporter.iteration_done(record, decision)
+                emit(self.hooks, IterationDone(record, decision))
                 if decision.action == "degraded":  # Self-Refine keeps the best iteration
                     self._rollback(state)
                 if decision.stop:
@@ -314,7 +323,7 @@ class LoopRunner:
         sha = self.parts.workspace.commit_iteration(iteration_message(record, before))
         name_commit(record, sha, on_branch=state.git is not None)
         commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
-        self.store.write_record(record)
+        emit(self.hooks, IterationRemembered(record))
         self.records.append(record)
         self._last_evaluation = it.evaluation
         if commit and state.git is not None:
@@ -340,11 +349,12 @@ class LoopRunner:
         return self._attempts
 
     def _save(self, state: LoopState, started: float | None = None) -> None:
-        """The one writer of the state file; `started`: the loop's clock, for its wall time."""
-        if started is not None:
-            wall = round(time.monotonic() - started, 3)
-            state.usage = replace(state.usage, wall_seconds=wall)
-        self.store.write_state(state)
+        """The state changed: the hooks save it (lifecycle.StateWriter, the one writer of the
+        state file); `started`: the loop's clock, for its wall time."""
+        emit(self.hooks, StateChanged(state, started))
+
+    def _budget_exhausted(self, spend: Spend) -> str | None:
+        return self._policy.budget_exhausted(spend) if self._policy is not None else None
 
     def _guard_memory(self, state: LoopState) -> None:
         """The actor can write anywhere in the tree: put ralph's records and state back."""
@@ -354,6 +364,13 @@ class LoopRunner:
         if changed:
             names = ", ".join(changed)
             self.reporter.note(f"the actor changed ralph's records ({names}): restored them")
+
+    def _evaluate(self) -> Evaluation:
+        """The tree as it is, judged against the loop's baseline."""
+        request = EvaluationRequest(
+            self.workdir, baseline=self.baseline, on_output=self.reporter.output
+        )
+        return self.parts.evaluator.handle(request)
 
     def _spend(self, state: LoopState, started: float) -> Spend:
         return Spend(time.monotonic() - started, state.usage.tokens, state.usage.cost_usd)
@@ -383,9 +400,7 @@ class LoopRunner:
         kept = self._kept.get(rollback.to)
         if kept is None:  # after a resume: evaluate the restored tree, so the prompt is true
             self.reporter.phase(rollback.last, "evaluate")
-            kept = self.parts.evaluator.evaluate(
-                self.workdir, baseline=self.baseline, on_output=self.reporter.output
-            )
+            kept = self._evaluate()
             state.count_calls(kept.calls())
             self._kept[rollback.to] = kept
         self._last_evaluation = kept
@@ -406,5 +421,5 @@ class LoopRunner:
             regressions=last.counts()["regressions"] if last is not None else 0,
             store=self.store,
         )
-        self.reporter.loop_finished(result)
+        emit(self.hooks, LoopFinished(result))
         return result

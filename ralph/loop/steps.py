@@ -27,8 +27,7 @@ from ralph.templates import render
 if TYPE_CHECKING:
     from ralph.actors.base import Actor
     from ralph.config import Settings
-    from ralph.evaluators.base import Evaluation, Evaluator
-    from ralph.evaluators.judging import Baseline
+    from ralph.evaluators.base import Baseline, Evaluation, Evaluator
     from ralph.loop.policy import Decision
     from ralph.loop.result import LoopResult
     from ralph.memory.lessons import Lesson
@@ -57,7 +56,7 @@ class Reporter(Protocol):
 @dataclass
 class Parts:
     """The collaborators of one loop: built by `assembly.build_parts`, fakes in the tests
-    (tests/fakes/loop.py)."""
+    (`ralph.testing`)."""
 
     actor: Actor
     evaluator: Evaluator
@@ -216,19 +215,16 @@ def evaluate(
     parts: Parts, reporter: Reporter, prompt: Prompt, baseline: Baseline | None
 ) -> Evaluated:
     """The checks on the attempt's tree, judged against `baseline`; a log per check kept."""
+    from ralph.evaluators.base import EvaluationRequest
+
     reporter.phase(prompt.iteration, "evaluate")
     clock = time.monotonic()
-    evaluation = parts.evaluator.evaluate(
-        parts.workspace.root, baseline=baseline, on_output=reporter.output
-    )
+    request = EvaluationRequest(parts.workspace.root, baseline, on_output=reporter.output)
+    evaluation = parts.evaluator.handle(request)
     duration = ms_since(clock)
     reporter.evaluated(prompt.iteration, evaluation)
-    logs: dict[str, str] = getattr(parts.evaluator, "last_logs", {}) or {}
-    for outcome in evaluation.outcomes:
-        text = logs.get(outcome.spec.name)
-        if text is None:
-            text = (outcome.result.stdout or "") + (outcome.result.stderr or "")
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in outcome.spec.name)
+    for name, text in evaluation.logs().items():
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
         atomic_write_text(prompt.artifacts / f"check-{safe}.log", text, durable=False)
     return Evaluated(evaluation, duration)
 
