@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ralph"
 DOC = (ROOT / "docs" / "architecture.md").read_text("utf-8")
@@ -87,12 +85,7 @@ def test_the_large_modules_are_the_documented_ones() -> None:
     assert documented_large_modules() == large_modules()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="evaluators/suite.py (484 lines with the tree guard) is the evaluator seam's to split",
-)
 def test_at_most_three_modules_are_large() -> None:
-    """Strict: once it passes, the mark must go (the suite then fails until it does)."""
     assert len(large_modules()) <= MOST_LARGE
 
 
