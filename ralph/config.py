@@ -106,7 +106,7 @@ class Settings:
     # an attempt's edits of the baseline's test files count (loop/protect.py: put back otherwise)
     allow_test_edits: bool = False
     worktree: bool = False
-    # a shell command run in each new worktree before its baseline (`pip install -e .`)
+    # a shell command run in each new worktree before its baseline (`make version`)
     worktree_setup: str | None = None
     json: bool = False
     quiet: bool = False

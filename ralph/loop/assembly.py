@@ -255,7 +255,12 @@ def prepare_worktree(
     preflight (tests that import in the checkout must import here too)."""
     from ralph.loop.parity import check_parity
     from ralph.workspace.base import name_some
-    from ralph.workspace.parity import INCLUDE_FILE, copy_included, run_setup
+    from ralph.workspace.parity import (
+        INCLUDE_FILE,
+        copy_included,
+        editable_install_warning,
+        run_setup,
+    )
 
     included = copy_included(root, workdir)
     if included.copied:
@@ -264,9 +269,12 @@ def prepare_worktree(
         reporter.note(f"not copied from {INCLUDE_FILE}: " + name_some(included.skipped, 5))
     if settings.worktree_setup:
         reporter.note(f"worktree_setup: {settings.worktree_setup}")
+        if warning := editable_install_warning(settings.worktree_setup):
+            reporter.note(f"warning: {warning}")
         took = run_setup(
             settings.worktree_setup,
             workdir,
+            root,
             env=environ,
             timeout=settings.check_timeout,
             on_output=reporter.output,

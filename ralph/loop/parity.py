@@ -95,9 +95,17 @@ def parity_error(failure: ImportFailure, missing: Sequence[str]) -> PreflightErr
         f"checkout: {failure.error.message}{where}; files git ignores that your checkout has "
         f"and the worktree lacks: {lacks}",
         hint=f"list them in .worktreeinclude (gitignore syntax: {' '.join(missing[:3])}) to "
-        'copy them into each worktree, or set worktree_setup: "pip install -e ." (a command '
-        "that makes them) in .aiwg/ralph/config.yaml; no agent was called",
+        "copy them into each worktree, or set worktree_setup: a command that makes them in the "
+        f"worktree, such as `{copy_command(missing[0])}`, in .aiwg/ralph/config.yaml (not an "
+        "editable install: it would point your environment at the worktree); no agent was called",
     )
+
+
+def copy_command(path: str) -> str:
+    """A `worktree_setup` that copies one file from the user's checkout (`$RALPH_CHECKOUT`)."""
+    from shlex import quote
+
+    return f'cp "$RALPH_CHECKOUT"/{quote(path)} {quote(path)}'
 
 
 def check_parity(settings: Settings, top: Path, workdir: Path, environ: Mapping[str, str]) -> None:

@@ -10,6 +10,7 @@ git does every match (`git ls-files`), never a gitignore matcher of ralph's own.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,11 @@ NOT_A_CAUSE = frozenset(
 )
 NOT_A_CAUSE_SUFFIXES = (".egg-info", ".pyc", ".pyo", ".log", ".swp", ".orig", ".rej")
 SETUP_TAIL_LINES = 5
+CHECKOUT_VARIABLE = "RALPH_CHECKOUT"  # the user's checkout, for a setup that copies from it
+# `pip install -e .` (or `uv pip install --editable`) in a worktree re-points the environment the
+# user's checkout shares at the worktree: `import pkg` then loads the loop's copy, and fails once
+# the worktree is pruned (seen on python-dateutil)
+EDITABLE_INSTALL = re.compile(r"\bpip\s+install\b[^;&|]*\s(?:-e|--editable)(?:\s|=|$)")
 MEMORY_DIR = ".aiwg/"
 
 
@@ -109,18 +115,34 @@ def _not_a_cause(entry: str) -> bool:
     return any(p in NOT_A_CAUSE or p.endswith(NOT_A_CAUSE_SUFFIXES) for p in parts)
 
 
+def editable_install_warning(command: str) -> str | None:
+    """A warning when `worktree_setup` installs the worktree editable into a shared
+    environment; None for any other command."""
+    if EDITABLE_INSTALL.search(command) is None:
+        return None
+    return (
+        f"worktree_setup `{command}` installs the worktree into the environment your checkout "
+        "uses too: afterwards your checkout's imports load the loop's copy (and fail once "
+        "`ralph prune` removes it); copy the files instead (.worktreeinclude, or a command with "
+        f"${CHECKOUT_VARIABLE}), or give the worktree loops a virtual environment of their own"
+    )
+
+
 def run_setup(
     command: str,
     workdir: Path,
+    checkout: Path,
     *,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     on_output: OutputCallback | None = None,
 ) -> int:
-    """Run `worktree_setup` in the new worktree before its baseline; its duration in ms.
+    """Run `worktree_setup` in the new worktree before its baseline, with the user's checkout
+    as `$RALPH_CHECKOUT`; its duration in ms.
 
     A failure or a timeout is the user's to fix before any agent call: one line naming the
     command and the tail of its output."""
+    env = {**(env or {}), CHECKOUT_VARIABLE: str(checkout)}
     result = run(command, cwd=workdir, env=env, wall_timeout=timeout, on_output=on_output)
     if result.ok:
         return result.duration_ms

@@ -18,7 +18,13 @@ from ralph.config import CheckSpec
 from ralph.errors import PreflightError
 from ralph.loop.parity import check_parity_of
 from ralph.memory.store import MemoryStore
-from ralph.workspace.parity import copy_included, included_files, missing_ignored, run_setup
+from ralph.workspace.parity import (
+    copy_included,
+    editable_install_warning,
+    included_files,
+    missing_ignored,
+    run_setup,
+)
 from ralph.workspace.worktree import add_worktree
 
 from ..conftest import RunCli
@@ -93,6 +99,10 @@ def assert_both_fixes_named(err: str) -> None:
     assert "ModuleNotFoundError" in err and "pkg._version" in err, err
     assert VERSION_FILE in err, err
     assert ".worktreeinclude" in err and "worktree_setup" in err, err
+    # the setup it proposes copies from the checkout; an editable install would re-point the
+    # user's environment at the worktree (python-dateutil: the checkout's imports broke)
+    assert f'cp "$RALPH_CHECKOUT"/{VERSION_FILE} {VERSION_FILE}' in err, err
+    assert "pip install -e" not in err, err
     assert "Traceback" not in err
 
 
@@ -154,6 +164,30 @@ def test_worktree_setup_makes_the_file_and_the_loop_goes_green(
     state = MemoryStore(project).read_state(loop_id)
     assert (Path(str(state.git and state.git.worktree)) / VERSION_FILE).is_file()
     assert (project / VERSION_FILE).read_text() == 'VERSION = "1.0"\n'
+
+
+def test_the_proposed_setup_copies_from_the_checkout_and_the_loop_goes_green(
+    ralph: RunCli, project: Path
+) -> None:
+    config = project / ".aiwg" / "ralph" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    command = f'cp "$RALPH_CHECKOUT"/{VERSION_FILE} {VERSION_FILE}'
+    config.write_text(yaml.safe_dump({"worktree_setup": command}))
+    result = ralph(*run_args("--worktree"), cwd=project)
+    assert result.code == 0, result.err
+    assert "warning" not in result.err
+
+
+def test_an_editable_install_as_setup_is_warned_about() -> None:
+    for command in (
+        "pip install -e .",
+        "uv pip install --editable=.",
+        "python -m pip install -q -e .",
+    ):
+        warning = editable_install_warning(command)
+        assert warning is not None and "environment your checkout uses" in warning, command
+    for command in ("pip install -r requirements.txt", "make version", "cp a b && pip list"):
+        assert editable_install_warning(command) is None, command
 
 
 def test_a_failing_worktree_setup_is_one_line_naming_the_command_and_its_output(
@@ -273,7 +307,7 @@ def test_missing_ignored_names_what_the_worktree_lacks_without_caches(project: P
 
 def test_a_setup_past_its_time_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PreflightError, match=r"timed out after 0\.5s"):
-        run_setup("sleep 30", tmp_path, timeout=0.5)
+        run_setup("sleep 30", tmp_path, tmp_path, timeout=0.5)
 
 
 def test_the_preflight_collects_nothing_when_the_worktree_lacks_no_ignored_file(
