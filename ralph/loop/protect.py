@@ -255,7 +255,8 @@ def _restore(
     out: list[_Block], block: _Block, before: list[str | None], after: list[str | None], eol: str
 ) -> None:
     """Put `block` back in `out` after the nearest section that preceded it in the original,
-    else before the nearest that followed it, else at the end; a blank line sets it apart."""
+    else before the nearest that followed it (and its comments), else at the end; a blank line
+    sets it apart."""
     headers = [b.header for b in out]
     at = len(out)
     for name in reversed(before):
@@ -267,7 +268,7 @@ def _restore(
     else:
         for name in after:
             if name is not None and name in headers:
-                at = headers.index(name)
+                at = _above_comments(out, headers.index(name))
                 break
     text = block.text if block.text.endswith(("\n", "\r")) else block.text + eol
     previous = "".join(b.text for b in out[:at])
@@ -278,6 +279,23 @@ def _restore(
     if at < len(out):
         text += eol
     out.insert(at, _Block(block.header, True, text))
+
+
+def _above_comments(out: list[_Block], at: int) -> int:
+    """Where to insert before `out[at]`: above the comment lines right over its header (they
+    are about it), split off the block they end."""
+    if at == 0:
+        return at
+    lines = _lines(out[at - 1].text)
+    top = len(lines)
+    while top > 0 and lines[top - 1].strip().startswith(("#", ";")):
+        top -= 1
+    if top == len(lines):
+        return at
+    previous = out[at - 1]
+    out[at - 1] = _Block(previous.header, previous.pytest, "".join(lines[:top]))
+    out.insert(at, _Block(None, False, "".join(lines[top:])))
+    return at
 
 
 def _diff(path: str, kept: bytes, current: bytes) -> str:
