@@ -189,16 +189,24 @@ def spliced(original: bytes | None, current: bytes | None, header: str) -> bytes
     dropped = False
     for block in new:
         if not block.pytest:
-            if not (dropped and not block.text.strip() and _ends_blank(out)):
-                out.append(block)  # (not the blank lines after a removed section: one is enough)
+            lines = _lines(block.text)
+            while dropped and lines and not lines[0].strip() and _ends_blank(out):
+                lines.pop(0)  # the blank lines after a removed section: one is enough
+            if lines:
+                out.append(_Block(block.header, False, "".join(lines)))
         elif block.header in kept and all(b.header != block.header for b in out):
             out.append(kept[block.header])
         dropped = block.pytest and out[-1:] != [kept.get(block.header)]
-    eol = next(iter(re.findall(r"\r\n|\n|\r", current.decode())), "\n")
+    ends = re.findall(r"\r\n|\n|\r", "".join(block.text for block in [*new, *old]))
+    eol = ends[0] if ends else "\n"  # the agent's line ending, else the original's
     for at, block in enumerate(old):
         if block.pytest and all(b.header != block.header for b in out):
             _restore(out, block, [b.header for b in old[:at]], [b.header for b in old[at:]], eol)
-    text = "".join(block.text for block in out)
+    last = len(out) - 1  # the original's section may have ended its file without a newline
+    text = "".join(
+        b.text if at == last or not b.text or b.text.endswith(("\n", "\r")) else b.text + eol
+        for at, b in enumerate(out)
+    )
     if original is None and not text.strip():
         return None
     return text.encode()
@@ -272,10 +280,8 @@ def _restore(
                 break
     text = block.text if block.text.endswith(("\n", "\r")) else block.text + eol
     previous = "".join(b.text for b in out[:at])
-    if previous and not previous.endswith(("\n", "\r")):
-        text = eol + eol + text
-    elif previous and previous.strip() and not _is_gap(_lines(previous)[-1]):
-        text = eol + text
+    if previous.strip() and not _is_gap(_lines(previous)[-1]):
+        text = eol + text  # (a line ending the previous block lacks is added by `spliced`)
     if at < len(out):
         text += eol
     out.insert(at, _Block(block.header, True, text))
