@@ -252,6 +252,12 @@ def test_a_pytest_section_the_agent_added_above_the_tests_is_removed(tmp_path: P
         ),
         # the original's section ended its file without a newline, the agent's does not
         ("[pytest]\nv = 1", "[pytest]\nv = 2\n[b]\n", "[pytest]\nv = 1\n[b]\n"),
+        # deleted between two: back after the first, above the comment over the second
+        (
+            "[a]\n\n[pytest]\nv = 1\n\n# b\n[b]\n",
+            "[a]\n\n# b\n[b]\n",
+            "[a]\n\n[pytest]\nv = 1\n\n# b\n[b]\n",
+        ),
         # the agent's file has no line ending to copy: the original's
         ("[pytest]\r\nv = 1", "x = 2", "x = 2\r\n\r\n[pytest]\r\nv = 1\r\n"),
         # an added section goes with its settings, not with the comment over the next section

@@ -263,15 +263,16 @@ def _restore(
     out: list[_Block], block: _Block, before: list[str | None], after: list[str | None], eol: str
 ) -> None:
     """Put `block` back in `out` after the nearest section that preceded it in the original,
-    else before the nearest that followed it (and its comments), else at the end; a blank line
-    sets it apart."""
+    else before the nearest that followed it, else at the end; never between a section and the
+    comments over it; a blank line sets it apart."""
     headers = [b.header for b in out]
     at = len(out)
     for name in reversed(before):
         if name is not None and name in headers:
             at = headers.index(name) + 1
-            while at < len(out) and out[at].header is None:  # its trailing blank lines
-                at += 1
+            while at < len(out) and out[at].header is None and not out[at].text.strip():
+                at += 1  # its trailing blank lines
+            at = _above_comments(out, at) if at < len(out) else at
             break
     else:
         for name in after:
@@ -282,7 +283,7 @@ def _restore(
     previous = "".join(b.text for b in out[:at])
     if previous.strip() and not _is_gap(_lines(previous)[-1]):
         text = eol + text  # (a line ending the previous block lacks is added by `spliced`)
-    if at < len(out):
+    if at < len(out) and _lines(out[at].text)[0].strip():
         text += eol
     out.insert(at, _Block(block.header, True, text))
 
