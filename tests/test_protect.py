@@ -18,10 +18,11 @@ import pytest
 from ralph import schemas
 from ralph.config import load
 from ralph.evaluators.judging import Baseline, CheckBaseline
-from ralph.loop.protect import ProtectedTests, files_of_tests
+from ralph.loop.protect import ProtectedTests, files_of_tests, put_back, spliced
 from ralph.memory.store import MemoryStore
 from ralph.workspace.base import FileChange
 from ralph.workspace.git import GitWorkspace
+from ralph.workspace.snapshot import SnapshotWorkspace
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo
@@ -155,6 +156,129 @@ def test_a_resumed_loop_still_tells_the_next_attempt(tmp_path: Path) -> None:
     assert f"- {TEST_FILE}" in loop.actor.prompts[2]
 
 
+# configuration files protected by section ------------------------------------------------------
+
+PYPROJECT = (
+    '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n\n'
+    "[tool.ruff]\nline-length = 100\n"
+)
+EDITED_PYPROJECT = PYPROJECT.replace('"-q"', "\"-q -k 'not easter'\"").replace("100", "120")
+KEPT_PYPROJECT = PYPROJECT.replace("100", "120")  # the agent's ruff edit, not its pytest edit
+
+
+@pytest.mark.parametrize("git", [True, False])
+def test_of_a_pyproject_only_the_pytest_section_is_put_back(tmp_path: Path, git: bool) -> None:
+    """Found on python-dateutil: `-k 'not easter'` and a ruff line-length in one edit of
+    pyproject.toml; the whole file came back, the ruff edit with it."""
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    plan = {1: write("full", write={"pyproject.toml": EDITED_PYPROJECT})}
+    loop = make_loop(tmp_path, plan, tests=True, git=git, max_iterations=1)
+    assert loop.start().stop_reason == "success"
+    (only,) = records_of(tmp_path)
+    assert only["ralph"]["protected_test_edits"] == ["pyproject.toml"]
+    assert "edited pyproject.toml: put back, the edit did not count" in only["notes"]
+    assert (tmp_path / "pyproject.toml").read_text() == KEPT_PYPROJECT
+    assert sorted(only["actor_output"]["files_modified"]) == ["calc.py", "pyproject.toml"]
+    diff = (loop.store.artifacts_dir("ralph-fake-1", 1) / "test-edits.diff").read_text()
+    assert "+addopts = \"-q -k 'not easter'\"" in diff and '-addopts = "-q"' in diff
+    assert "line-length = 100" not in diff  # the ruff edit was not undone, so not in it
+    if git:  # the judged tree is the committed tree
+        assert isinstance(loop.workspace, FakeWorkspace)
+        tree = loop.workspace.commits[only["ralph"]["git_commit"]]
+        assert tree["pyproject.toml"].decode() == KEPT_PYPROJECT
+
+
+@pytest.mark.parametrize(
+    ("name", "header"), [("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]")]
+)
+def test_of_a_setup_cfg_or_tox_ini_only_the_pytest_section_is_put_back(
+    tmp_path: Path, name: str, header: str
+) -> None:
+    before = f"[metadata]\nname = calc\n\n{header}\naddopts = -q\n\n[flake8]\nmax-line = 100\n"
+    edited = before.replace("-q", "-q --deselect tests/test_calc.py").replace("100", "120")
+    (tmp_path / name).write_text(before)
+    loop = make_loop(tmp_path, {1: Step(write={name: edited})}, tests=True, max_iterations=1)
+    loop.start()
+    (only,) = records_of(tmp_path)
+    assert only["ralph"]["protected_test_edits"] == [name]
+    assert (tmp_path / name).read_text() == before.replace("100", "120")
+
+
+def test_a_pytest_section_the_agent_deleted_comes_back_where_it_was(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    deleted = '[project]\nname = "calc"\n\n[tool.ruff]\nline-length = 120\n'
+    plan = {1: Step(write={"pyproject.toml": deleted})}
+    loop = make_loop(tmp_path, plan, tests=True, git=False, max_iterations=1)
+    loop.start()
+    assert records_of(tmp_path)[0]["ralph"]["protected_test_edits"] == ["pyproject.toml"]
+    assert (tmp_path / "pyproject.toml").read_text() == KEPT_PYPROJECT
+
+
+def test_a_pytest_section_the_agent_added_above_the_tests_is_removed(tmp_path: Path) -> None:
+    before = '[project]\nname = "calc"\n\n[tool.ruff]\nline-length = 100\n'
+    added = (
+        '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\naddopts = "-k not_one"\n\n'
+        "[tool.ruff]\nline-length = 120\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/pyproject.toml").write_text(before)
+    plan = {1: Step(write={"tests/pyproject.toml": added})}
+    loop = make_loop(tmp_path, plan, tests=True, max_iterations=1)
+    loop.start()
+    assert records_of(tmp_path)[0]["ralph"]["protected_test_edits"] == ["tests/pyproject.toml"]
+    assert (tmp_path / "tests/pyproject.toml").read_text() == before.replace("100", "120")
+
+
+@pytest.mark.parametrize(
+    ("original", "agent", "kept"),
+    [
+        # crlf kept, byte for byte
+        (
+            "[a]\r\nx = 1\r\n\r\n[pytest]\r\naddopts = -q\r\n",
+            "[a]\r\nx = 2\r\n\r\n[pytest]\r\naddopts = -x\r\n",
+            "[a]\r\nx = 2\r\n\r\n[pytest]\r\naddopts = -q\r\n",
+        ),
+        # deleted at the end, the file without a last newline: back at the end
+        (
+            "[a]\nx = 1\n\n[pytest]\naddopts = -q",
+            "[a]\nx = 2",
+            "[a]\nx = 2\n\n[pytest]\naddopts = -q\n",
+        ),
+        # deleted first: back before the section it preceded, comments after it are the agent's
+        (
+            "[pytest]\naddopts = -q\n\n# b\n[b]\ny = 1\n",
+            "# b!\n[b]\ny = 2\n",
+            "[pytest]\naddopts = -q\n\n# b!\n[b]\ny = 2\n",
+        ),
+        # the original's section ended its file without a newline, the agent's does not
+        ("[pytest]\nv = 1", "[pytest]\nv = 2\n[b]\n", "[pytest]\nv = 1\n[b]\n"),
+        # deleted between two: back after the first, above the comment over the second
+        (
+            "[a]\n\n[pytest]\nv = 1\n\n# b\n[b]\n",
+            "[a]\n\n# b\n[b]\n",
+            "[a]\n\n[pytest]\nv = 1\n\n# b\n[b]\n",
+        ),
+        # the agent's file has no line ending to copy: the original's
+        ("[pytest]\r\nv = 1", "x = 2", "x = 2\r\n\r\n[pytest]\r\nv = 1\r\n"),
+        # an added section goes with its settings, not with the comment over the next section
+        ("[a]\n", "[a]\n\n[pytest]\nv = 1\n\n# b\n[b]\n", "[a]\n\n# b\n[b]\n"),
+        # a second pytest section the agent added goes, the first is the original's
+        ("[pytest]\nv = 1\n", "[pytest]\nv = 2\n[pytest]\nv = 3\n", "[pytest]\nv = 1\n"),
+    ],
+)
+def test_spliced_keeps_the_agents_file_but_the_pytest_section(
+    original: str, agent: str, kept: str
+) -> None:
+    assert spliced(original.encode(), agent.encode(), "[pytest]") == kept.encode()
+
+
+def test_spliced_puts_the_whole_file_back_when_nothing_else_is_left() -> None:
+    assert spliced(b"[pytest]\nv = 1\n", None, "[pytest]") is None  # deleted: back whole
+    assert spliced(None, b"[pytest]\nv = 1\n\n", "[pytest]") is None  # created: removed
+    assert spliced(None, b"[a]\n[pytest]\nv = 1\n", "[pytest]") == b"[a]\n"
+    assert spliced(b"[pytest]\nv = 1\n", b"\xff[pytest]\n", "[pytest]") is None  # not UTF-8
+
+
 # the rule --------------------------------------------------------------------------------------
 
 
@@ -275,6 +399,44 @@ def test_git_puts_back_modified_deleted_and_created_files_and_leaves_the_index(
     assert (sub / "keep.py").exists()
     assert git(repo, "diff", "--cached", "--name-only") == ""
     assert [f.path for f in workspace.changes().files] == ["sub/keep.py"]
+
+
+def test_git_puts_back_a_pytest_section_keeping_the_mode_and_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_calc_repo(
+        tmp_path / "repo", calc="x = 1\n", tests="t = 1\n", monkeypatch=monkeypatch
+    )
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "config")
+    workspace = GitWorkspace(repo)
+    workspace.begin_iteration()
+    (repo / "pyproject.toml").write_text(EDITED_PYPROJECT)
+    (repo / "pyproject.toml").chmod(0o600)
+    (repo / "tests/test_calc.py").write_text("t = 2\n")
+    edits = ProtectedTests.of(_baseline()).edits(
+        workspace.changes().files, "", workspace.original, repo
+    )
+    assert [c.path for c in edits] == ["pyproject.toml"]  # tests/test_calc.py is no test of it
+    diff = put_back(edits, "", workspace)
+    assert (repo / "pyproject.toml").read_text() == KEPT_PYPROJECT
+    assert (repo / "pyproject.toml").stat().st_mode & 0o777 == 0o600
+    assert diff.startswith("--- a/pyproject.toml\n+++ b/pyproject.toml\n")
+    assert "line-length" not in "".join(x for x in diff.splitlines() if x[:1] in "+-")
+    files = {f.path for f in workspace.changes().files}
+    assert files == {"pyproject.toml", "tests/test_calc.py"}
+
+
+def test_a_pyproject_edited_only_in_its_pytest_section_is_put_back_whole(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    workspace = SnapshotWorkspace(tmp_path)
+    workspace.begin_iteration()
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace('"-q"', '"-x"'))
+    (change,) = workspace.changes().files
+    diff = put_back([change], "", workspace)
+    assert (tmp_path / "pyproject.toml").read_text() == PYPROJECT
+    assert diff == change.diff.rstrip("\n") + "\n" and workspace.changes().files == []
 
 
 # settings and the command line -----------------------------------------------------------------

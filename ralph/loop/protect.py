@@ -6,23 +6,30 @@ holds a test id of a judged pytest check of the baseline (failing or passing) is
 attempt found it, which is the baseline's version, since every attempt's edits of it are put
 back. So are a `conftest.py` and the pytest configuration (`pytest.ini`, `.pytest.ini`, and
 the pytest section of `tox.ini`, `setup.cfg` or `pyproject.toml`) in a folder above such a test
-file, also when the attempt created one: they change what runs. New test files stay.
+file, also when the attempt created one: they change what runs. New test files stay. Of a file
+protected by section only that section is put back (`spliced`): the rest of it is the agent's.
 
 The edit is dropped, not set aside: the tree that is judged is the tree that is committed. The
-agent's diff of those files is kept as `NNN/test-edits.diff`. `--allow-test-edits` turns this off.
+agent's diff of what was put back is kept as `NNN/test-edits.diff`. `--allow-test-edits` turns
+this off.
 """
 
 from __future__ import annotations
 
+import difflib
 import posixpath
+import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.files import write_atomically
+
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline
-    from ralph.workspace.base import FileChange
+    from ralph.workspace.base import FileChange, Workspace
 
 # the pytest configuration a file can hold: the whole file (None), or the sections whose header
 # starts with this
@@ -125,14 +132,186 @@ def _read(path: Path) -> bytes | None:
 
 
 def _section(data: bytes | None, header: str) -> str:
-    """The text of the sections whose header starts with `header` (ini and TOML alike)."""
+    """The settings of the sections whose header starts with `header` (ini and TOML alike),
+    blank lines and comments left out: what pytest reads of them."""
     if data is None:
         return ""
-    kept, inside = [], False
-    for line in data.decode("utf-8", "replace").splitlines():
-        stripped = line.strip()
-        if stripped.startswith("["):
-            inside = stripped.startswith(header)
-        if inside and stripped and not stripped.startswith(("#", ";")):
-            kept.append(stripped)
+    kept = []
+    for block in _blocks(data.decode("utf-8", "replace"), header):
+        for line in _lines(block.text) if block.pytest else ():
+            stripped = line.strip()
+            if stripped and not stripped.startswith(("#", ";")):
+                kept.append(stripped)
     return "\n".join(kept)
+
+
+def put_back(edits: Iterable[FileChange], prefix: str, workspace: Workspace) -> str:
+    """Undo `edits` (from `ProtectedTests.edits`): a file protected by section gets the
+    original's pytest sections back and keeps the agent's other edits; any other file is put
+    back whole. Returns the diff of what was undone, for `test-edits.diff`."""
+    from ralph.workspace.base import shown
+
+    whole, diffs = [], []
+    for change in edits:
+        name = change.path[len(prefix) :]
+        header = PYTEST_CONFIGS.get(posixpath.basename(name))
+        path = workspace.root / name
+        if header is not None and not path.is_symlink():
+            original, current = workspace.original(change.path), _read(path)
+            kept = spliced(original, current, header)
+            if kept is not None and kept != original and current is not None:
+                diffs.append(_diff(shown(change.path), kept, current))
+                mode = stat.S_IMODE(path.stat().st_mode)
+                write_atomically(path, kept.decode(), durable=False, mode=mode)
+                continue
+        whole.append(change.path)
+        diffs.append(change.diff)
+    if whole:
+        workspace.put_back(whole)
+    return "".join(diff.rstrip("\n") + "\n" for diff in diffs)
+
+
+def spliced(original: bytes | None, current: bytes | None, header: str) -> bytes | None:
+    """`current` (the agent's file) with its sections whose header starts with `header`
+    replaced by `original`'s, the rest byte for byte the agent's: a section the agent added is
+    removed, one it deleted comes back after the section it followed (else before the one it
+    preceded, else at the end). None: put the whole file back (the agent deleted it, it is not
+    UTF-8, or the agent created it and nothing but the section is left)."""
+    if current is None:
+        return None
+    try:
+        old = _blocks(original.decode() if original is not None else "", header)
+        new = _blocks(current.decode(), header)
+    except UnicodeDecodeError:
+        return None
+    kept = {block.header: block for block in old if block.pytest}
+    out: list[_Block] = []
+    dropped = False
+    for block in new:
+        if not block.pytest:
+            lines = _lines(block.text)
+            while dropped and lines and not lines[0].strip() and _ends_blank(out):
+                lines.pop(0)  # the blank lines after a removed section: one is enough
+            if lines:
+                out.append(_Block(block.header, False, "".join(lines)))
+        elif block.header in kept and all(b.header != block.header for b in out):
+            out.append(kept[block.header])
+        dropped = block.pytest and out[-1:] != [kept.get(block.header)]
+    ends = re.findall(r"\r\n|\n|\r", "".join(block.text for block in [*new, *old]))
+    eol = ends[0] if ends else "\n"  # the agent's line ending, else the original's
+    for at, block in enumerate(old):
+        if block.pytest and all(b.header != block.header for b in out):
+            _restore(out, block, [b.header for b in old[:at]], [b.header for b in old[at:]], eol)
+    last = len(out) - 1  # the original's section may have ended its file without a newline
+    text = "".join(
+        b.text if at == last or not b.text or b.text.endswith(("\n", "\r")) else b.text + eol
+        for at, b in enumerate(out)
+    )
+    if original is None and not text.strip():
+        return None
+    return text.encode()
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A section of an ini or TOML file, or the text before the first one (header None), or the
+    blank lines and comments after a pytest section (header None): they are not pytest's."""
+
+    header: str | None
+    pytest: bool
+    text: str
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of `text`, each with its own line ending (\\n, \\r\\n or \\r), kept."""
+    return [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
+
+
+def _blocks(text: str, header: str) -> list[_Block]:
+    """`text` cut at its section headers, losslessly (the texts joined give it back)."""
+    blocks: list[_Block] = []
+    lines: list[str] = []
+    name: str | None = None
+    for line in [*_lines(text), None]:
+        if line is None or line.strip().startswith("["):
+            pytest = name is not None and name.startswith(header)
+            tail = len(lines)
+            while pytest and tail > 1 and _is_gap(lines[tail - 1]):
+                tail -= 1
+            if lines:
+                blocks.append(_Block(name, pytest, "".join(lines[:tail])))
+            if lines[tail:]:
+                blocks.append(_Block(None, False, "".join(lines[tail:])))
+            if line is None:
+                break
+            name, lines = line.strip(), []
+        lines.append(line)
+    return blocks
+
+
+def _is_gap(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith(("#", ";"))
+
+
+def _ends_blank(blocks: list[_Block]) -> bool:
+    lines = _lines("".join(block.text for block in blocks))
+    return not lines or not lines[-1].strip()
+
+
+def _restore(
+    out: list[_Block], block: _Block, before: list[str | None], after: list[str | None], eol: str
+) -> None:
+    """Put `block` back in `out` after the nearest section that preceded it in the original,
+    else before the nearest that followed it, else at the end; never between a section and the
+    comments over it; a blank line sets it apart."""
+    headers = [b.header for b in out]
+    at = len(out)
+    for name in reversed(before):
+        if name is not None and name in headers:
+            at = headers.index(name) + 1
+            while at < len(out) and out[at].header is None and not out[at].text.strip():
+                at += 1  # its trailing blank lines
+            at = _above_comments(out, at) if at < len(out) else at
+            break
+    else:
+        for name in after:
+            if name is not None and name in headers:
+                at = _above_comments(out, headers.index(name))
+                break
+    text = block.text if block.text.endswith(("\n", "\r")) else block.text + eol
+    previous = "".join(b.text for b in out[:at])
+    if previous.strip() and not _is_gap(_lines(previous)[-1]):
+        text = eol + text  # (a line ending the previous block lacks is added by `spliced`)
+    if at < len(out) and _lines(out[at].text)[0].strip():
+        text += eol
+    out.insert(at, _Block(block.header, True, text))
+
+
+def _above_comments(out: list[_Block], at: int) -> int:
+    """Where to insert before `out[at]`: above the comment lines right over its header (they
+    are about it), split off the block they end."""
+    if at == 0:
+        return at
+    lines = _lines(out[at - 1].text)
+    top = len(lines)
+    while top > 0 and lines[top - 1].strip().startswith(("#", ";")):
+        top -= 1
+    if top == len(lines):
+        return at
+    previous = out[at - 1]
+    out[at - 1] = _Block(previous.header, previous.pytest, "".join(lines[:top]))
+    out.insert(at, _Block(None, False, "".join(lines[top:])))
+    return at
+
+
+def _diff(path: str, kept: bytes, current: bytes) -> str:
+    """What the agent wrote against what was kept: a unified diff that, applied to the tree
+    as committed, gives the agent's file back."""
+    lines = difflib.unified_diff(
+        _lines(kept.decode()), _lines(current.decode()), f"a/{path}", f"b/{path}"
+    )
+    return "".join(
+        line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+        for line in lines
+    )

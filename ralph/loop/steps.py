@@ -189,9 +189,10 @@ def protect(
     parts: Parts, reporter: Reporter, prompt: Prompt, acted: Acted, baseline: Baseline | None
 ) -> Acted:
     """Between act and evaluate: the baseline's test files the attempt edited are put back
-    (loop/protect.py), their diff kept as `NNN/test-edits.diff`; `acted` then reads the tree
-    that is judged, and committed, without them."""
-    from ralph.loop.protect import ProtectedTests, note
+    (loop/protect.py; of a tox.ini, setup.cfg or pyproject.toml only the pytest section), the
+    diff of what was undone kept as `NNN/test-edits.diff`; `acted` then reads the tree that is
+    judged, and committed, without those edits."""
+    from ralph.loop.protect import ProtectedTests, note, put_back
     from ralph.workspace.base import shown
 
     rule = ProtectedTests.of(baseline)
@@ -201,8 +202,7 @@ def protect(
     edits = rule.edits(acted.changes.files, prefix, workspace.original, workspace.root)
     if not edits:
         return acted
-    workspace.put_back([change.path for change in edits])
-    diff = "".join(change.diff.rstrip("\n") + "\n" for change in edits)
+    diff = put_back(edits, prefix, workspace)
     atomic_write_text(prompt.artifacts / "test-edits.diff", diff, durable=False)
     changes = workspace.changes()
     changes.git_moves = acted.changes.git_moves
