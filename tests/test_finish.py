@@ -218,6 +218,59 @@ def test_apply_of_a_failed_loop_is_refused_unless_forced_and_never_counts_as_acc
     assert read_feedback(MemoryStore(repo), loop_id) is None
 
 
+def test_apply_of_a_loop_that_changed_nothing_says_so_in_one_line(
+    ralph: RunCli, repo: Path
+) -> None:
+    """Its best iteration's commit is the base: no diff of a commit with itself, and no
+    --iteration N to try when no iteration changed anything."""
+    (repo.parent / "agent.sh").write_text("#!/bin/sh\necho 'looked around, changed nothing'\n")
+    summary = run_loop(ralph, repo, "--max-iterations", "2")
+    assert summary["status"] == "failed" and summary["best_commit"] == summary["base_commit"]
+    loop_id = str(summary["loop_id"])
+    git(repo, "switch", "-q", "main")
+    for extra in ((), ("--force",), ("--iteration", "2")):
+        refused = ralph("apply", loop_id, *extra, cwd=repo)
+        assert refused.code == 2
+        assert refused.err.strip() == f"ralph: error: loop {loop_id} changed nothing to apply"
+    assert git(repo, "diff", "HEAD", "--name-only") == ""
+
+
+def test_apply_of_an_iteration_that_changed_nothing_names_those_that_did(
+    ralph: RunCli, repo: Path
+) -> None:
+    """Iteration 1 changed nothing and stays the best (no later one scored higher); 2 made a
+    change; 3 undid it, a commit with the base's tree: apply names iteration 2, the one with
+    work to take, instead of a diff of the base with itself."""
+    (repo.parent / "agent.sh").write_text(
+        '#!/bin/sh\ncase "$RALPH_ITERATION" in\n'
+        "  2) sed -i 's/a - b/a * b/' calc.py ;;\n"
+        "  3) sed -i 's/a [*] b/a - b/' calc.py ;;\n"
+        "esac\n"
+    )
+    summary = run_loop(ralph, repo, "--max-iterations", "3")
+    assert (summary["status"], summary["iterations"], summary["best_iteration"]) == (
+        "failed",
+        3,
+        1,
+    )
+    loop_id = str(summary["loop_id"])
+    state = MemoryStore(repo).read_state(loop_id).git
+    assert state is not None and state.commit_of(3) not in (None, state.base_commit)
+    git(repo, "switch", "-q", "main")
+    for extra in ((), ("--force",), ("--iteration", "3")):
+        refused = ralph("apply", loop_id, *extra, cwd=repo)
+        assert refused.code == 2
+        chosen = extra[-1] if extra[:1] == ("--iteration",) else "1"
+        assert refused.err.splitlines() == [
+            f"ralph: error: iteration {chosen} of loop {loop_id} changed nothing to apply",
+            "hint: iteration 2 changed the code: apply it with --iteration 2",
+        ]
+    assert git(repo, "diff", "HEAD", "--name-only") == ""
+    taken = ralph("apply", loop_id, "--iteration", "2", cwd=repo)
+    assert taken.code == 0, taken.err
+    assert "a * b" in (repo / "calc.py").read_text()
+
+
 def test_apply_with_conflicts_says_so_and_exits_1(ralph: RunCli, repo: Path) -> None:
     loop_id = str(run_loop(ralph, repo)["loop_id"])
     git(repo, "switch", "-q", "main")

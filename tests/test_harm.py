@@ -1,5 +1,6 @@
 """An attempt that breaks what worked shows as harm: its reward below the baseline's, and its
-line, record and commit message say how much it broke (`3 → 12 failing, 9 new`)."""
+line, record and commit message say what it broke, per check and in that check's own counts
+(`broke what worked (tests: 3 → 12 failing, 9 new; mypy: 1 new error)`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ralph.cli.analyze_view import curve
 from ralph.cli.live import PlainReporter
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.records import CheckResult, Diagnostic, Metrics
+from ralph.records import CheckResult, Diagnostic, ErrorType, Metrics
 
 from .fakes.loop import Loop, Step, fake_evaluator, make_loop
 
@@ -56,6 +57,38 @@ class CountedTests:
         )
 
 
+class Findings:
+    """A mypy- or ruff-like check: `NAME.txt` holds its findings, comma-separated."""
+
+    def __init__(self, name: str, kind: ErrorType = "type_error") -> None:
+        self.spec = CheckSpec(name, f"fake-{name}", name)
+        self.kind: ErrorType = kind
+
+    def tool(self) -> str:
+        return "sh"
+
+    def preflight(self) -> None:
+        return None
+
+    def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        text = (cwd / f"{self.spec.name}.txt").read_text().strip()
+        errors = [
+            Diagnostic(self.kind, f"finding {key}", file=f"lib/{key}.py", line=1, rule="X1")
+            for key in text.split(",")
+            if key
+        ]
+        status = "fail" if errors else "pass"
+        return CheckOutcome(
+            self.spec, CheckResult(self.spec.name, status, int(bool(errors))), errors
+        )
+
+
 def harmful_loop(root: Path) -> Loop:
     """Baseline: 3 of 20 tests fail; attempt 1 breaks 9 more; attempt 2 fixes everything."""
     plan = {1: Step(write={"failing.txt": "12"}), 2: Step(write={"failing.txt": "0"})}
@@ -78,7 +111,9 @@ def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path)
     # the commit says what broke, and its reward change is negative
     message = loop.workspace.messages[1]  # [0] is the loop's start
     subject, body = message.split("\n", 1)
-    assert subject.endswith("iteration 1 — tests fail: 3 → 12 failing, 9 new")
+    assert subject.endswith(
+        "iteration 1 — tests fail, broke what worked (tests: 3 → 12 failing, 9 new)"
+    )
     change = round(first.reward - state.baseline.reward, 2)
     assert f"Reward: {first.reward:.2f} ({change:+.2f} from the baseline's" in body
     assert change < 0
@@ -86,11 +121,12 @@ def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path)
     out = io.StringIO()
     PlainReporter(out).evaluated(1, loop.reporter.evaluations[1])
     lines = out.getvalue().splitlines()
-    assert "iteration 1: reward" in lines[0] and "worse: 3 → 12 failing, 9 new" in lines[0]
+    assert "iteration 1: reward" in lines[0]
+    assert "broke what worked (tests: 3 → 12 failing, 9 new) — tests fail" in lines[0]
     assert "test_3 failed" in lines[1]  # the first broken test, not the baseline's test_0
     assert loop.reporter.noted("iteration 1 broke what worked before: restored the code")
     # a clean success says nothing of harm
-    assert "failing" not in loop.workspace.messages[2].split("\n", 1)[0]
+    assert "broke" not in loop.workspace.messages[2].split("\n", 1)[0]
     assert state.status == "completed"
 
 
@@ -130,3 +166,50 @@ def test_an_attempt_that_fixed_more_while_breaking_some_is_kept_to_repair(tmp_pa
     assert not loop.reporter.noted("restored the code")
     assert found == ["1,2,3,4"]  # attempt 2 started from attempt 1's tree
     assert state.status == "completed"
+
+
+def guarded_loop(root: Path) -> Loop:
+    """As on python-dateutil: 6 of 20 tests fail, mypy has 3 findings and ruff 2 before the
+    loop (guards). Attempt 1 fixes 3 tests but breaks test_10 and adds a mypy finding (ruff as
+    before); attempt 2 breaks nothing and still fails a test, its guards as before."""
+    plan = {
+        1: Step(write={"failing.txt": "0,1,2,10", "mypy.txt": "a,b,c,d"}),
+        2: Step(write={"failing.txt": "0,1", "mypy.txt": "a,b,c"}),
+    }
+    checks = (CountedTests(), Findings("mypy"), Findings("ruff", "lint_error"))
+    loop = make_loop(root, plan, evaluator=fake_evaluator(*checks), max_iterations=2)
+    for name, text in {
+        "failing.txt": "0,1,2,3,4,5",
+        "mypy.txt": "a,b,c",
+        "ruff.txt": "x,y",
+    }.items():
+        (root / name).write_text(text)
+    loop.start()
+    return loop
+
+
+def test_the_harm_is_said_per_check_in_its_own_counts(tmp_path: Path) -> None:
+    """Never the tests and the guards' findings added up (6 + 3 + 2 = 11 → 9), never "worse"
+    beside a count that fell: the tests' own counts, and the one finding mypy added."""
+    loop = guarded_loop(tmp_path)
+    out = io.StringIO()
+    PlainReporter(out).evaluated(1, loop.reporter.evaluations[1])
+    line = out.getvalue().splitlines()[0]
+    harm = "broke what worked (tests: 6 → 4 failing, 1 new; mypy: 1 new error)"
+    assert f"reward {loop.reporter.records[0].reward:.2f} — {harm} — tests fail" in line
+    assert "ruff guard ok (2 from before)" in line
+    assert "worse:" not in line and "11 →" not in line
+    subject = loop.workspace.messages[1].split("\n", 1)[0]
+    assert subject.endswith(f"iteration 1 — tests fail (+1 more failing), {harm}")
+
+
+def test_a_guard_no_worse_than_before_does_not_count_as_failing(tmp_path: Path) -> None:
+    """Attempt 2 fails one target; mypy and ruff still fail, only as much as before the loop:
+    the subject names the tests alone, as the iteration's line says the guards are ok."""
+    loop = guarded_loop(tmp_path)
+    out = io.StringIO()
+    PlainReporter(out).evaluated(2, loop.reporter.evaluations[2])
+    line = out.getvalue().splitlines()[0]
+    assert "mypy guard ok (3 from before)" in line and "ruff guard ok (2 from before)" in line
+    subject = loop.workspace.messages[2].split("\n", 1)[0]
+    assert subject.endswith("iteration 2 — tests fail")

@@ -8,6 +8,7 @@ from ralph import glyphs
 from ralph.config import CheckSpec, Settings, load
 from ralph.errors import ConfigError
 from ralph.evaluators.base import CheckOutcome
+from ralph.evaluators.describe import broke_text
 from ralph.evaluators.judging import (
     KEPT_SHARE,
     Baseline,
@@ -141,6 +142,25 @@ def test_a_failing_command_guard_cannot_regress_but_a_green_one_must_stay_green(
     green = baseline_of(outcome(SHELL)).checks["docs"]
     assert green.role == "target"
     assert not judge_check(outcome(SHELL, [Diagnostic("other", "boom")]), green).ok
+
+
+def test_what_an_attempt_broke_is_said_in_the_checks_own_terms() -> None:
+    """A guard's findings from before the loop are not what it broke; a guard that cannot run
+    now has only those held against it; a command says it passed before."""
+    before = baseline_of(outcome(MYPY, [finding("a.py", 1, "x")])).checks["mypy"]
+    grown = outcome(
+        MYPY, [finding("a.py", 1, "x"), finding("b.py", 2, "y"), finding("c.py", 3, "z")]
+    )
+    grown.verdict = judge_check(grown, before)
+    assert broke_text(grown, before) == "mypy: 2 new errors"
+    crashed = outcome(MYPY, [finding("a.py", 1, "x")], status="error")
+    crashed.verdict = judge_check(crashed, before)
+    assert crashed.verdict.regressions  # held against it, though none is new
+    assert broke_text(crashed, before) == "mypy: ran before, cannot run now"
+    green = baseline_of(outcome(SHELL)).checks["docs"]
+    red = outcome(SHELL, [Diagnostic("other", "boom")])
+    red.verdict = judge_check(red, green)
+    assert broke_text(red, green) == "docs: passed before, fails now"
 
 
 def test_reward_is_one_only_for_success_and_a_regressed_guard_falls_below_the_baseline() -> None:

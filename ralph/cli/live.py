@@ -42,16 +42,6 @@ def check_word(outcome: CheckOutcome) -> str:
     return f"guard ok ({v.preexisting} from before)" if v.preexisting else "guard ok"
 
 
-def harm_of(evaluation: Evaluation) -> str | None:
-    """What an attempt broke against the baseline (`3 → 12 failing, 9 new`); None if nothing."""
-    from ralph.workspace.commits import harm_text
-
-    new = evaluation.counts()["regressions"] if evaluation.baseline is not None else 0
-    if not new or evaluation.baseline is None:
-        return None
-    return harm_text(evaluation.baseline.error_count, evaluation.error_count, new)
-
-
 def shown_errors(evaluation: Evaluation, limit: int = 3) -> list[Diagnostic]:
     """The failures a line lists: what the attempt broke first, then what is left to fix (the
     baseline's failures would hide the harm)."""
@@ -109,8 +99,10 @@ class PlainReporter:
             f"{o.spec.name} {check_word(o)} ({o.result.duration_ms or 0} ms)"
             for o in evaluation.outcomes
         )
-        harm = harm_of(evaluation)
-        broke = f"worse: {harm} — " if harm else ""
+        from ralph.evaluators.describe import harm_text
+
+        harm = harm_text(evaluation)
+        broke = f"{harm} — " if harm else ""
         self.line(f"{label}: reward {evaluation.reward:.2f} — {broke}{checks}")
         for error in shown_errors(evaluation):
             where = error.location() or "-"
@@ -225,11 +217,15 @@ class RichReporter(PlainReporter):
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None:
         colour = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
         self.state["checks"] = [f"{o.spec.name} {check_word(o)}" for o in evaluation.outcomes]
-        harm = harm_of(evaluation)
+        from rich.markup import escape
+
+        from ralph.evaluators.describe import harm_text
+
+        harm = harm_text(evaluation)
         self.console.print(
             ("baseline" if iteration == 0 else f"iteration {iteration}")
             + f": reward {evaluation.reward:.2f}  "
-            + (f"[red]worse: {harm}[/]  " if harm else "")
+            + (f"[red]{escape(harm)}[/]  " if harm else "")
             + "  ".join(
                 f"[{colour.get(_status_of(o), 'white')}]{o.spec.name} {check_word(o)}[/]"
                 for o in evaluation.outcomes

@@ -1,15 +1,18 @@
 """One check's result in words: the lines the actor's prompt, the reflector's prompt, the
-heuristic reflection and `ralph init` all say about a check, so they say it the same way."""
+heuristic reflection and `ralph init` all say about a check, so they say it the same way; and
+what an attempt broke (`harm_text`), as the iteration line and the commit's subject say it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ralph.glyphs import plural
 from ralph.templates import cap
 
 if TYPE_CHECKING:
-    from ralph.evaluators.base import CheckOutcome
+    from ralph.evaluators.base import CheckOutcome, Evaluation
+    from ralph.evaluators.verdicts import CheckBaseline
     from ralph.records import Diagnostic
 
 MESSAGE_CAP = 1200
@@ -66,3 +69,41 @@ def check_summary(outcome: CheckOutcome) -> str:
         return f"{n} error{'s' if n != 1 else ''}"
     code = outcome.result.exit_code
     return f"exit code {code}" if code is not None else "failed"
+
+
+def harm_text(evaluation: Evaluation) -> str | None:
+    """What an attempt broke, per check that broke something: `broke what worked (pytest:
+    64 → 54 failing, 1 new; mypy: 1 new error)`, as the iteration line and the commit's subject
+    say it. A check's counts are its own (a tests check's tests, never a guard's findings added
+    in), and a guard's findings from before the loop are not what it broke. None when the
+    attempt broke nothing (or was judged without a baseline)."""
+    baseline = evaluation.baseline
+    if baseline is None:
+        return None
+    said = []
+    for o in evaluation.outcomes:
+        base = baseline.checks.get(o.spec.name)
+        if o.verdict is not None and o.verdict.regressions and base is not None:
+            said.append(broke_text(o, base))
+    return f"broke what worked ({'; '.join(said)})" if said else None
+
+
+def broke_text(outcome: CheckOutcome, base: CheckBaseline) -> str:
+    """What one check's verdict holds against the attempt: `pytest: 64 → 54 failing, 1 new`
+    (its tests, which may fall while one breaks), `mypy: 1 new error`, `lint: passed before,
+    fails now`, `mypy: ran before, cannot run now`."""
+    from ralph.evaluators.judging import check_kind  # not on `ralph check`'s early path
+
+    v = outcome.verdict
+    assert v is not None
+    name, new = outcome.spec.name, len(v.regressions)
+    kind = check_kind(outcome.spec)
+    # a guard that cannot run now has its old failures held against it, none of them new
+    only_old = v.role == "guard" and v.preexisting == outcome.error_count
+    if kind == "tests" and not only_old:
+        return f"{name}: {base.error_count} → {outcome.error_count} failing, {new} new"
+    if kind == "diagnostics" and not only_old:
+        return f"{name}: {plural(new, 'new error')}"
+    if base.status == "pass":
+        return f"{name}: passed before, fails now"
+    return f"{name}: ran before, cannot run now"

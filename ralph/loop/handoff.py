@@ -17,6 +17,7 @@ from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.rendering import lines, whole
+from ralph.workspace.base import GitState, name_some
 from ralph.workspace.branches import Branches
 
 if TYPE_CHECKING:
@@ -66,7 +67,8 @@ def apply_loop(
 ) -> ApplyOutcome:
     """Bring the best (or the chosen) iteration's changes onto the current branch, uncommitted;
     a loop that did not succeed only when `iteration` is chosen or `force` is given, since its
-    best iteration still fails its checks."""
+    best iteration still fails its checks. An iteration that changed nothing is refused, naming
+    those that did (if any)."""
     state = store.read_state(validate_loop_id(loop_id))
     status = store.effective_status(state)
     if status == "running":
@@ -93,6 +95,25 @@ def apply_loop(
             hint=f"its iterations: {have}",
         )
     assert chosen is not None
+    branches = Branches(cwd or Path.cwd())
+    if commit != git.base_commit and branches.rev(commit) is None:
+        raise StoreError(
+            f"the commit of iteration {chosen} ({commit[:12]}) is gone",
+            hint="its branch was deleted (ralph prune?) and git has dropped the commit",
+        )
+    if not _changes(branches, git, commit):
+        changed = _changing(branches, git)
+        if not changed:
+            raise PreflightError(f"loop {loop_id} changed nothing to apply")
+        which = (
+            f"iteration {changed[0]} changed the code: apply it with --iteration {changed[0]}"
+            if len(changed) == 1
+            else f"iterations {name_some([str(n) for n in changed], 8)} changed the code: "
+            "apply one with --iteration N"
+        )
+        raise PreflightError(
+            f"iteration {chosen} of loop {loop_id} changed nothing to apply", hint=which
+        )
     if not succeeded and iteration is None and not force:
         why = state.stop_reason or status
         reward = "" if state.best_reward is None else f", reward {state.best_reward:.2f}"
@@ -102,17 +123,6 @@ def apply_loop(
             hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
             f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
-    if commit == git.base_commit:
-        raise StoreError(
-            f"iteration {chosen} of loop {loop_id} changed nothing",
-            hint="choose another with --iteration N (`ralph reflections list --loop LOOP`)",
-        )
-    branches = Branches(cwd or Path.cwd())
-    if branches.rev(commit) is None:
-        raise StoreError(
-            f"the commit of iteration {chosen} ({commit[:12]}) is gone",
-            hint="its branch was deleted (ralph prune?) and git has dropped the commit",
-        )
     applied = branches.squash(commit, loop_branch=branch)
     # only a success's own work is taken as a verdict on it (its lessons then rank higher)
     accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
@@ -121,6 +131,24 @@ def apply_loop(
     return ApplyOutcome(
         state.loop_id, chosen, commit, branch, applied.files, applied.conflicts, accepted
     )
+
+
+def _changes(branches: Branches, git: GitState, commit: str) -> bool:
+    """Whether `commit`'s tree differs from the loop's base: an iteration that changed nothing
+    names the commit before it, and one rolled back may hold the base's tree in a new commit.
+    Unknown (git cannot tell) counts as a change: the merge then says what it finds."""
+    if commit == git.base_commit:
+        return False
+    return not git.base_commit or branches.changed_files(git.base_commit, commit) != []
+
+
+def _changing(branches: Branches, git: GitState) -> list[int]:
+    """The iterations whose commit is there and changed the code since the base."""
+    found: dict[str, bool] = {}  # commit -> changed something (iterations share commits)
+    for sha in git.commits.values():
+        if sha not in found:
+            found[sha] = _changes(branches, git, sha) and branches.rev(sha) is not None
+    return sorted(int(n) for n, sha in git.commits.items() if found[sha])
 
 
 @dataclass

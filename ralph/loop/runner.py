@@ -304,6 +304,7 @@ class LoopRunner:
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:
         """Commit the attempt, then write its record, then the state that counts it."""
+        from ralph.evaluators.describe import harm_text
         from ralph.loop.window import window_policy
         from ralph.workspace.commits import iteration_message
 
@@ -319,8 +320,12 @@ class LoopRunner:
         )
         # The commit first, so the record is written once and names it; killed in between,
         # `resume` redoes the iteration (the state does not count it yet).
-        before = state.baseline.error_count if state.baseline else None
-        sha = self.parts.workspace.commit_iteration(iteration_message(record, before))
+        message = iteration_message(
+            record,
+            holding=[o.spec.name for o in it.evaluation.failing()],
+            harm=harm_text(it.evaluation),
+        )
+        sha = self.parts.workspace.commit_iteration(message)
         name_commit(record, sha, on_branch=state.git is not None)
         commit = sha or self.parts.workspace.current_commit()  # holds this iteration's tree
         emit(self.hooks, IterationRemembered(record))

@@ -1,14 +1,15 @@
 """What an iteration's commit says, so `git log` of a loop branch reads as the loop went.
 
-Subject: `ralph(<short id>): iteration N — <first check status>`, and what the attempt broke
-(`3 → 12 failing, 9 new`); body: the reflection's root cause (what the attempt got wrong, or
-that it passed) and the reward with its change from the attempt before (the baseline for the
-first), negative when worse, wrapped for git.
+Subject: `ralph(<short id>): iteration N — <first check holding it back>`, and what the
+attempt broke (`broke what worked (pytest: 3 → 12 failing, 9 new)`); body: the reflection's
+root cause (what the attempt got wrong, or that it passed) and the reward with its change from
+the attempt before (the baseline for the first), negative when worse, wrapped for git.
 """
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 from ralph.ids import short_id
 from ralph.records import IterationRecord
@@ -17,17 +18,19 @@ BODY_WIDTH = 72
 ROOT_CAUSE_CHARS = 600
 
 
-def checks_status(record: IterationRecord) -> str:
-    """`tests pass`, `tests fail`, `tests fail (+1 more failing)`: the first failing check, a
-    target before a guard (the first check when none fails), and how many others fail."""
+def checks_status(record: IterationRecord, holding: Sequence[str]) -> str:
+    """`tests pass`, `tests fail`, `tests fail (+1 more failing)`: the first check that holds
+    the attempt back (`holding`: failing targets and guards that got worse, as
+    `Evaluation.failing` names them), a target before a guard, and how many others do. A guard
+    that failed before the loop and is no worse is not one of them."""
     results = record.evaluator_output.results or []
     roles = (record.ralph.check_roles if record.ralph else None) or {}
-    failing = [r for r in results if r.status != "pass"]
-    failing.sort(key=lambda r: roles.get(r.tool) != "target")
     if record.evaluator_output.passed:
-        if failing:  # guards that failed before the loop, and still only as much
+        if any(r.status != "pass" for r in results):  # guards no worse than before the loop
             return "targets pass"
         return f"{results[0].tool} pass" if len(results) == 1 else "checks pass"
+    failing = [r for r in results if r.tool in holding]
+    failing.sort(key=lambda r: roles.get(r.tool) != "target")
     if not failing:
         return "failed"
     first = failing[0]
@@ -35,26 +38,14 @@ def checks_status(record: IterationRecord) -> str:
     return f"{first.tool} {first.status}{more}"
 
 
-def harm_text(before: int, now: int, new: int) -> str:
-    """What an attempt broke, in the words every screen uses: `3 → 12 failing, 9 new`."""
-    return f"{before} → {now} failing, {new} new"
-
-
-def record_harm(record: IterationRecord, baseline_errors: int | None) -> str | None:
-    """`harm_text` of a record against the baseline's error count; None when it broke
-    nothing."""
-    new = record.ralph.regressions if record.ralph else None
-    if not new or baseline_errors is None:
-        return None
-    return harm_text(baseline_errors, record.error_count, new)
-
-
-def iteration_message(record: IterationRecord, baseline_errors: int | None = None) -> str:
-    """The commit message of `record`; with the baseline's error count, what it broke."""
-    status = checks_status(record)
-    harm = record_harm(record, baseline_errors)
+def iteration_message(
+    record: IterationRecord, *, holding: Sequence[str], harm: str | None = None
+) -> str:
+    """The commit message of `record`: `holding` names the checks that hold it back, `harm`
+    says what it broke (`evaluators/describe.harm_text`), None when nothing."""
+    status = checks_status(record, holding)
     if harm:
-        status = f"{status}: {harm}"
+        status = f"{status}, {harm}"
     subject = f"ralph({short_id(record.loop_id)}): iteration {record.iteration} — {status}"
     credit = record.self_reflection.credit_assignment
     cause = credit.root_cause if credit and credit.root_cause else None
