@@ -13,6 +13,8 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 
 from __future__ import annotations
 
+import json
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,11 +34,27 @@ from ralph.actors.base import ActorContext, ActorResult
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
+from ralph.files import atomic_write_text
+from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
 from ralph.providers.base import ChatResponse, Message
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
 CHAT_TIMEOUT = 300.0  # the default --reflector-timeout
+
+
+@dataclass(frozen=True)
+class MemoryWiring:
+    """What gives one attempt of a CLI ralph's memory server (`ralph mcp`): arguments, variables
+    and the files they name, all in the attempt's folder, never in the user's files."""
+
+    args: list[str]
+    env: dict[str, str]
+    files: dict[Path, str]
+
+
+# (attempt folder, the server's command line, the CLI's environment) -> its wiring
+MemoryWirer = Callable[[Path, Sequence[str], Mapping[str, str]], MemoryWiring]
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,7 @@ class Preset:
     parse: Callable[[str], AgentOutput]
     prompt_on_stdin: bool = True
     env: tuple[tuple[str, str], ...] = ()  # variables the tool needs to run headless
+    memory: MemoryWirer | None = None  # how it takes an MCP server per run (None: it cannot)
 
 
 def _claude(mode: str) -> ArgvBuilder:
@@ -56,6 +75,64 @@ def _claude(mode: str) -> ArgvBuilder:
     # measures a stuck agent rather than a long silent run, and carries the tool-use trace.
     flags = ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", mode]
     return lambda prompt, scratch: (list(flags), [])
+
+
+def _claude_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
+    # print mode denies every tool it would have asked about: allow exactly the memory's
+    config = folder / "mcp.json"
+    entry = {"type": "stdio", "command": server[0], "args": list(server[1:])}
+    text = json.dumps({"mcpServers": {SERVER_NAME: entry}}, indent=2) + "\n"
+    allowed = ",".join(f"mcp__{SERVER_NAME}__{tool}" for tool in TOOL_NAMES)
+    return MemoryWiring(
+        ["--mcp-config", str(config), "--allowedTools", allowed], {}, {config: text}
+    )
+
+
+def _codex_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
+    # codex takes no server file; `-c` overrides its configuration for this run only
+    def toml(value: str) -> str:
+        return json.dumps(value)  # a JSON string is a TOML basic string
+
+    table = f"mcp_servers.{SERVER_NAME}"
+    args = ", ".join(toml(arg) for arg in server[1:])
+    return MemoryWiring(
+        ["-c", f"{table}.command={toml(server[0])}", "-c", f"{table}.args=[{args}]"], {}, {}
+    )
+
+
+GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+
+
+def _gemini_defaults_path() -> Path:
+    if sys.platform == "darwin":
+        return Path("/Library/Application Support/GeminiCli/system-defaults.json")
+    if sys.platform == "win32":
+        return Path("C:/ProgramData/gemini-cli/system-defaults.json")
+    return Path("/etc/gemini-cli/system-defaults.json")
+
+
+def _gemini_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
+    # gemini reads a system-defaults file named by a variable, merged under the user's and
+    # the project's settings: a copy of the one in force, plus the memory server, trusted (its
+    # tools only read) so a headless run does not wait for a confirmation
+    current = Path(environ.get(GEMINI_DEFAULTS) or _gemini_defaults_path())
+    data: dict[str, object] = {}
+    try:
+        loaded = json.loads(current.read_text("utf-8")) if current.is_file() else {}
+        data = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    servers = data.get("mcpServers")
+    servers = dict(servers) if isinstance(servers, dict) else {}
+    servers[SERVER_NAME] = {
+        "command": server[0],
+        "args": list(server[1:]),
+        "trust": True,
+        "includeTools": list(TOOL_NAMES),
+    }
+    data["mcpServers"] = servers
+    path = folder / "gemini-system-defaults.json"
+    return MemoryWiring([], {GEMINI_DEFAULTS: str(path)}, {path: json.dumps(data, indent=2)})
 
 
 def _codex(sandbox: str) -> ArgvBuilder:
@@ -106,6 +183,7 @@ PRESETS: dict[str, Preset] = {
             _claude("acceptEdits"),
             _claude("plan"),
             parse_claude,
+            memory=_claude_memory,
         ),
         Preset(
             "codex",
@@ -114,6 +192,7 @@ PRESETS: dict[str, Preset] = {
             _codex("workspace-write"),
             _codex("read-only"),
             parse_codex,
+            memory=_codex_memory,
         ),
         Preset(
             "aider",
@@ -135,6 +214,7 @@ PRESETS: dict[str, Preset] = {
             # runs it in the repository the user pointed it at. The variable (not --skip-trust)
             # works across versions: older ones ignore it, unknown flags would be an error.
             env=(("GEMINI_CLI_TRUST_WORKSPACE", "true"),),
+            memory=_gemini_memory,
         ),
         Preset(
             "opencode",
@@ -164,6 +244,22 @@ class AgentActor:
         self.actor_args = list(actor_args)
         self.environ = dict(environ) if environ is not None else None
         self.base_dir = base_dir or Path.cwd()
+        self.memory_server: list[str] | None = None  # `ralph mcp`'s command line, when offered
+
+    def offer_memory(self, server: Sequence[str]) -> bool:
+        """Give each attempt the memory server, when this CLI can take one; whether it can."""
+        if self.preset.memory is None:
+            return False
+        self.memory_server = list(server)
+        return True
+
+    def memory_wiring(self, folder: Path) -> MemoryWiring:
+        if self.memory_server is None or self.preset.memory is None:
+            return MemoryWiring([], {}, {})
+        import os
+
+        environ = self.environ if self.environ is not None else os.environ
+        return self.preset.memory(folder, self.memory_server, {**dict(self.preset.env), **environ})
 
     def binary(self) -> str:
         found = process.which(self.preset.binary, path=search_path(self.environ))
@@ -196,7 +292,9 @@ class AgentActor:
         import shlex
 
         head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
-        argv = shlex.join([self.preset.binary, *head, *self.actor_args, *tail])
+        memory = self.memory_wiring(Path("<artifacts>"))
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in memory.env.items())
+        argv = env + shlex.join([self.preset.binary, *head, *memory.args, *self.actor_args, *tail])
         return argv + (" < prompt.md" if self.preset.prompt_on_stdin else "")
 
     def run_env(self) -> dict[str, str]:
@@ -206,11 +304,14 @@ class AgentActor:
         binary = self.binary()
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
+        memory = self.memory_wiring(ctx.artifacts_dir)
+        for path, text in memory.files.items():
+            atomic_write_text(path, text, durable=False)
         tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
         result = process.run(
-            [binary, *head, *self.actor_args, *tail],
+            [binary, *head, *memory.args, *self.actor_args, *tail],
             cwd=ctx.workdir,
-            env={**self.run_env(), **ralph_env(ctx, prompt_file)},
+            env={**self.run_env(), **memory.env, **ralph_env(ctx, prompt_file)},
             stdin=prompt if self.preset.prompt_on_stdin else None,
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,

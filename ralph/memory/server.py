@@ -9,6 +9,8 @@ server. The SDK is imported only here, when the server starts.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import PreflightError, RalphError
@@ -25,6 +27,11 @@ INSTRUCTIONS = (
     "search_reflections for words of the error, lessons_for with the failing output."
 )
 INSTALL_HINT = "pip install 'ralph-loop[mcp]' (the MCP Python SDK, mcp>=1.10,<2)"
+
+
+def server_command(root: Path) -> list[str]:
+    """How an agent starts this server for the memory at `root`: this ralph, this Python."""
+    return [sys.executable, "-m", "ralph", "mcp", "--project", str(root)]
 
 
 def sdk_available() -> bool:
