@@ -13,8 +13,6 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,31 +28,23 @@ from ralph.actors.agent_output import (
     parse_gemini,
     parse_opencode,
 )
-from ralph.actors.base import ActorContext, ActorResult
+from ralph.actors.base import Actor, ActorContext, ActorResult
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
+from ralph.actors.mcp_wiring import (
+    MemoryWirer,
+    MemoryWiring,
+    claude_memory,
+    codex_memory,
+    gemini_memory,
+)
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
 from ralph.files import atomic_write_text
-from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
 from ralph.providers.base import ChatResponse, Message
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
 CHAT_TIMEOUT = 300.0  # the default --reflector-timeout
-
-
-@dataclass(frozen=True)
-class MemoryWiring:
-    """What gives one attempt of a CLI ralph's memory server (`ralph mcp`): arguments, variables
-    and the files they name, all in the attempt's folder, never in the user's files."""
-
-    args: list[str]
-    env: dict[str, str]
-    files: dict[Path, str]
-
-
-# (attempt folder, the server's command line, the CLI's environment) -> its wiring
-MemoryWirer = Callable[[Path, Sequence[str], Mapping[str, str]], MemoryWiring]
 
 
 @dataclass(frozen=True)
@@ -75,64 +65,6 @@ def _claude(mode: str) -> ArgvBuilder:
     # measures a stuck agent rather than a long silent run, and carries the tool-use trace.
     flags = ["-p", "--output-format", "stream-json", "--verbose", "--permission-mode", mode]
     return lambda prompt, scratch: (list(flags), [])
-
-
-def _claude_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
-    # print mode denies every tool it would have asked about: allow exactly the memory's
-    config = folder / "mcp.json"
-    entry = {"type": "stdio", "command": server[0], "args": list(server[1:])}
-    text = json.dumps({"mcpServers": {SERVER_NAME: entry}}, indent=2) + "\n"
-    allowed = ",".join(f"mcp__{SERVER_NAME}__{tool}" for tool in TOOL_NAMES)
-    return MemoryWiring(
-        ["--mcp-config", str(config), "--allowedTools", allowed], {}, {config: text}
-    )
-
-
-def _codex_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
-    # codex takes no server file; `-c` overrides its configuration for this run only
-    def toml(value: str) -> str:
-        return json.dumps(value)  # a JSON string is a TOML basic string
-
-    table = f"mcp_servers.{SERVER_NAME}"
-    args = ", ".join(toml(arg) for arg in server[1:])
-    return MemoryWiring(
-        ["-c", f"{table}.command={toml(server[0])}", "-c", f"{table}.args=[{args}]"], {}, {}
-    )
-
-
-GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
-
-
-def _gemini_defaults_path() -> Path:
-    if sys.platform == "darwin":
-        return Path("/Library/Application Support/GeminiCli/system-defaults.json")
-    if sys.platform == "win32":
-        return Path("C:/ProgramData/gemini-cli/system-defaults.json")
-    return Path("/etc/gemini-cli/system-defaults.json")
-
-
-def _gemini_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
-    # gemini reads a system-defaults file named by a variable, merged under the user's and
-    # the project's settings: a copy of the one in force, plus the memory server, trusted (its
-    # tools only read) so a headless run does not wait for a confirmation
-    current = Path(environ.get(GEMINI_DEFAULTS) or _gemini_defaults_path())
-    data: dict[str, object] = {}
-    try:
-        loaded = json.loads(current.read_text("utf-8")) if current.is_file() else {}
-        data = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
-        data = {}
-    servers = data.get("mcpServers")
-    servers = dict(servers) if isinstance(servers, dict) else {}
-    servers[SERVER_NAME] = {
-        "command": server[0],
-        "args": list(server[1:]),
-        "trust": True,
-        "includeTools": list(TOOL_NAMES),
-    }
-    data["mcpServers"] = servers
-    path = folder / "gemini-system-defaults.json"
-    return MemoryWiring([], {GEMINI_DEFAULTS: str(path)}, {path: json.dumps(data, indent=2)})
 
 
 def _codex(sandbox: str) -> ArgvBuilder:
@@ -183,7 +115,7 @@ PRESETS: dict[str, Preset] = {
             _claude("acceptEdits"),
             _claude("plan"),
             parse_claude,
-            memory=_claude_memory,
+            memory=claude_memory,
         ),
         Preset(
             "codex",
@@ -192,7 +124,7 @@ PRESETS: dict[str, Preset] = {
             _codex("workspace-write"),
             _codex("read-only"),
             parse_codex,
-            memory=_codex_memory,
+            memory=codex_memory,
         ),
         Preset(
             "aider",
@@ -214,7 +146,7 @@ PRESETS: dict[str, Preset] = {
             # runs it in the repository the user pointed it at. The variable (not --skip-trust)
             # works across versions: older ones ignore it, unknown flags would be an error.
             env=(("GEMINI_CLI_TRUST_WORKSPACE", "true"),),
-            memory=_gemini_memory,
+            memory=gemini_memory,
         ),
         Preset(
             "opencode",
@@ -337,6 +269,17 @@ class AgentActor:
 
     def chat_client(self) -> AgentChatClient:
         return AgentChatClient(self)
+
+
+def offer_memory_tools(actor: Actor, root: Path) -> bool:
+    """Give an agent CLI that can take it the memory server of the repository at `root` in
+    each attempt, when the MCP SDK is installed; whether it was given."""
+    from ralph.memory.server import sdk_available, server_command
+    from ralph.memory.store import MemoryStore
+
+    if not isinstance(actor, AgentActor) or not sdk_available():
+        return False
+    return actor.offer_memory(server_command(MemoryStore.discover(root).root))
 
 
 class AgentChatClient:

@@ -75,6 +75,7 @@ def build_parts(
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
     a resumed loop's base commit)."""
+    from ralph.actors.agents import offer_memory_tools
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
@@ -101,18 +102,6 @@ def build_parts(
         workspace=open_workspace(root, use_git=not settings.no_git),
         memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
     )
-
-
-def offer_memory_tools(actor: Any, root: Path) -> bool:
-    """Give an agent CLI that speaks MCP the memory server (`ralph mcp`) in each attempt, when
-    the SDK is installed; whether it was given."""
-    from ralph.actors.agents import AgentActor
-    from ralph.memory.server import sdk_available, server_command
-    from ralph.memory.store import MemoryStore
-
-    if not isinstance(actor, AgentActor) or not sdk_available():
-        return False
-    return actor.offer_memory(server_command(MemoryStore.discover(root).root))
 
 
 SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
