@@ -14,6 +14,7 @@ from ralph.errors import RalphError
 from ralph.memory import tools
 from ralph.memory.store import MemoryStore
 
+from .conftest import RunCli
 from .fakes.loop import make_loop, write
 
 pytest.importorskip("mcp")
@@ -167,3 +168,13 @@ def test_a_pasted_failure_becomes_the_diagnostics_the_checks_record(
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, call: Any) -> None:
     with pytest.raises(RalphError):
         call(MemoryStore(tmp_path))
+
+
+def test_ralph_mcp_without_the_sdk_is_one_line_and_exit_2(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "mcp.server.fastmcp", None)
+    result = ralph("mcp", cwd=tmp_path)
+    assert result.code == 2 and "the MCP SDK is not installed" in result.err
+    assert "ralph-loop[mcp]" in result.err and "Traceback" not in result.err

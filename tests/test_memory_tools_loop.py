@@ -181,3 +181,17 @@ def test_memory_tool_names_as_each_cli_reports_them() -> None:
         assert memory_tool(name)
     for name in ("Read", "mcp__github__search_issues", "mcp__other__list_loops_x"):
         assert not memory_tool(name)
+
+
+def test_without_the_sdk_no_cli_is_offered_the_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.actors.agents import offer_memory_tools
+    from ralph.memory import server
+
+    actor = AgentActor(PRESETS["claude"], environ={}, base_dir=tmp_path)
+    monkeypatch.setattr(server, "sdk_available", lambda: False)
+    assert not offer_memory_tools(actor, tmp_path) and actor.memory_server is None
+    monkeypatch.undo()
+    assert offer_memory_tools(actor, tmp_path)
+    assert actor.memory_server is not None and actor.memory_server[-1] == str(tmp_path.resolve())

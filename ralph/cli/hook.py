@@ -23,7 +23,10 @@ def claude_stop(
     max_blocks: Annotated[
         int,
         typer.Option(
-            "--max-blocks", min=1, help="Let Claude stop after this many blocked stops in a row."
+            "--max-blocks",
+            min=1,
+            metavar="N",
+            help="Let Claude stop after this many blocked stops in a row.",
         ),
     ] = 5,
 ) -> None:
