@@ -75,6 +75,7 @@ def build_parts(
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
     a resumed loop's base commit)."""
+    from ralph.actors.agents import offer_memory_tools
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
@@ -99,6 +100,7 @@ def build_parts(
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
+        memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
     )
 
 
