@@ -32,9 +32,8 @@ def claude_stop(
 ) -> None:
     """Claude Code's Stop hook: reads the hook's JSON on stdin, runs ralph's checks in its
     `cwd`; blocks the stop with the failing checks' diagnostics, lets it happen when they pass."""
-    import json
 
-    from ralph.cli.common import clean
+    from ralph.cli.common import clean, print_json
     from ralph.errors import RalphError
     from ralph.loop.stop_hook import decide, parse_input
 
@@ -45,8 +44,8 @@ def claude_stop(
         message = f"ralph: error: {clean(error.message)}"
         sys.stderr.write(message + "\n")
         answer = {"systemMessage": message + " (the stop was not judged)"}
-    if answer is not None:
-        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    if answer is not None:  # through the one output exit: redacted, control characters escaped
+        print_json(answer)
 
 
 @install_app.command("claude")
