@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ralph.evaluators.base import JudgeContext
     from ralph.evaluators.suite import CheckSuite
     from ralph.reflection.reflector import Reflector
+    from ralph.sandbox import Policy, Sandbox
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -71,10 +72,12 @@ def build_parts(
     *,
     task: str = "",
     base_commit: str | None = None,
+    reporter: Reporter | None = None,
 ) -> Parts:
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
-    a resumed loop's base commit)."""
+    a resumed loop's base commit); the actor and the checks their sandbox (`--sandbox`)."""
+    from ralph.actors.confine import confine
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
@@ -94,12 +97,50 @@ def build_parts(
     reflector = make_reflector(settings, actor, root, env)
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
+    policy = sandbox_policy(settings, root, env, reporter)
+    confine(actor, policy, env)
+    if policy is not None:
+        evaluator.use_sandbox(checks_sandbox(policy))
     return Parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
     )
+
+
+def sandbox_policy(
+    settings: Settings, root: Path, environ: Mapping[str, str], reporter: Reporter | None
+) -> Policy | None:
+    """`--sandbox`: None runs as ralph does (`none`, or `auto` where bwrap cannot run, said in
+    one line); `bwrap` where it cannot run is refused (exit 2)."""
+    from ralph.sandbox import Policy, resolve
+    from ralph.workspace.locate import memory_root
+
+    bwrap, warning = resolve(settings.sandbox)
+    if warning and reporter is not None:
+        reporter.note(warning)
+    if bwrap is None:
+        return None
+    writes = settings.sandbox_write
+    return Policy(
+        bwrap,
+        root.resolve(),
+        memory_root(root).resolve(),
+        network=settings.sandbox_network,
+        pass_env=tuple(settings.pass_env),
+        writes=tuple(Path(p).expanduser().resolve() for p in writes) if writes else None,
+        environ=dict(environ),
+    )
+
+
+def checks_sandbox(policy: Policy) -> Sandbox:
+    """The checks write their reports and caches in the memory's scratch folder; the tree's
+    fingerprint (ralph's own, kept there too) stays out of their reach."""
+    from ralph.files import private_tmp
+
+    scratch = private_tmp(policy.repository)
+    return policy.for_checks(scratch, [scratch / "tree-guard"])
 
 
 SAVING_SIGNALS = ("SIGTERM", "SIGHUP")
@@ -193,9 +234,8 @@ def run_task(
     if store.state_path(loop_id).exists():
         raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
     if not settings.worktree:
-        runner = LoopRunner(
-            settings, store, parts or build_parts(settings, root, task=task), reporter
-        )
+        parts = parts or build_parts(settings, root, task=task, reporter=reporter)
+        runner = LoopRunner(settings, store, parts, reporter)
         return _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
     return _run_in_worktree(task, loop_id, settings, store, root, reporter, parts)
 
@@ -230,7 +270,7 @@ def _run_in_worktree(
     keep = False
     try:
         prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)
-        parts = parts or build_parts(settings, workdir, task=task)
+        parts = parts or build_parts(settings, workdir, task=task, reporter=reporter)
         runner = LoopRunner(settings, store, parts, reporter)
         result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
@@ -321,7 +361,9 @@ def resume_task(
         for note in keep_newer_records_apart(store, state):
             reporter.note(note)
     base = state.git.base_commit if state.git else None
-    parts = parts or build_parts(settings, workdir, task=state.task, base_commit=base)
+    parts = parts or build_parts(
+        settings, workdir, task=state.task, base_commit=base, reporter=reporter
+    )
     runner = LoopRunner(settings, store, parts, reporter)
     return _guard_abort(store, state.loop_id, reporter, lambda: runner.resume(state))
 
