@@ -35,6 +35,7 @@ BASIC_VARIABLES = frozenset(
     | {"LINES", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "CI", "NO_COLOR"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
     | {"NODE_EXTRA_CA_CERTS", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"}
+    | {"PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}  # tool settings
 )
 BASIC_PREFIXES = ("LC_", "RALPH_")
 # A process with the network may need the proxy to reach anything.
@@ -153,7 +154,8 @@ class Sandbox:
     workdir: Path
     writable: tuple[Path, ...] = ()  # beyond the tree: an agent's state, the checks' scratch
     readable: tuple[Path, ...] = ()  # shown again under the hidden HOME: tools on PATH, ralph
-    protected: tuple[Path, ...] = ()  # read-only inside a writable place (.git, .aiwg, ...)
+    protected: tuple[Path, ...] = ()  # read-only inside the tree (.git, .aiwg)
+    sealed: tuple[Path, ...] = ()  # read-only inside a writable place (the fingerprint's)
     network: bool = False
     keep: frozenset[str] = field(default_factory=frozenset)  # variables passed on by name
 
@@ -169,10 +171,12 @@ class Sandbox:
             args += ["--tmpfs", str(home)]
         for path in _existing(self.readable):
             args += ["--ro-bind", path, path]
-        for path in _existing(self.writable):
-            args += ["--bind", path, path]
         args += ["--bind", str(self.workdir), str(self.workdir), "--bind", str(tmpdir), str(tmpdir)]
         for path in _existing(self.protected):
+            args += ["--ro-bind", path, path]
+        for path in _existing(self.writable):  # after .aiwg: the checks' scratch lies in it
+            args += ["--bind", path, path]
+        for path in _existing(self.sealed):
             args += ["--ro-bind", path, path]
         return [*args, "--chdir", str(cwd), "--", *command]
 
@@ -275,11 +279,10 @@ class Policy:
     def for_checks(self, scratch: Path, guarded: Sequence[Path]) -> Sandbox:
         """Checks write their reports and caches to `scratch`; `guarded` (ralph's own files
         there: the fingerprint's index) stays read-only."""
-        base = self._base()
         return replace(
-            base,
+            self._base(),
             writable=(scratch,),
-            protected=(*base.protected, *guarded),
+            sealed=tuple(guarded),
             network=self.network in ("checks", "all"),
         )
 
