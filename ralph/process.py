@@ -19,15 +19,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal, TypeAlias
+from typing import IO, Literal, Protocol, TypeAlias
 
 from ralph.escapes import StreamCleaner, strip_escapes
 from ralph.redact import redact
-
-if TYPE_CHECKING:
-    from ralph.sandbox import Sandbox
 
 Child: TypeAlias = "subprocess.Popen[bytes]"  # a started command, for those that track them
 
@@ -35,6 +33,15 @@ OutputCallback = Callable[[str, str], None]
 KILL_GRACE_SECONDS = 2.0
 DEFAULT_CAP = 200_000
 OWNER_VARIABLE = "RALPH_OWNER_PID"  # every process ralph starts inherits its pid: see kill_orphans
+
+
+class Confinement(Protocol):
+    """What `run` needs of a sandbox (ralph/sandbox.Sandbox): the argv and environment to
+    start instead, for as long as the process runs."""
+
+    def applied(
+        self, command: Sequence[str], cwd: Path, full: Mapping[str, str]
+    ) -> AbstractContextManager[tuple[list[str], dict[str, str]]]: ...
 
 
 @dataclass
@@ -93,7 +100,7 @@ def run(
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
     unset: Collection[str] = (),
     clean: bool = True,
-    sandbox: Sandbox | None = None,
+    sandbox: Confinement | None = None,
 ) -> ProcessResult:
     """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
 

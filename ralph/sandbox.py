@@ -257,6 +257,7 @@ class Policy:
     network: str = "actor"
     pass_env: tuple[str, ...] = ()
     writes: tuple[Path, ...] | None = None  # --sandbox-write: replaces an agent's own table
+    scratch: Path | None = None  # the memory's `.aiwg/ralph/tmp` (files.private_tmp)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def _base(self) -> Sandbox:
@@ -276,13 +277,14 @@ class Policy:
             keep=frozenset(self.pass_env) | frozenset(credentials),
         )
 
-    def for_checks(self, scratch: Path, guarded: Sequence[Path]) -> Sandbox:
-        """Checks write their reports and caches to `scratch`; `guarded` (ralph's own files
-        there: the fingerprint's index) stays read-only."""
+    def for_checks(self) -> Sandbox:
+        """Checks write their reports and caches in the memory's scratch folder; ralph's own
+        files there (the tree's fingerprint) stay read-only to them."""
+        scratch = self.scratch or self.repository / ".aiwg" / "ralph" / "tmp"
         return replace(
             self._base(),
             writable=(scratch,),
-            sealed=tuple(guarded),
+            sealed=(scratch / "tree-guard",),
             network=self.network in ("checks", "all"),
         )
 

@@ -1,4 +1,4 @@
-"""Which sandbox each actor runs in: an agent CLI's own credentials and state directories.
+"""The loop's sandbox policy from its settings, and which sandbox each actor runs in.
 
 The table says, per preset, the variables that carry the agent's credentials (other providers'
 keys stay out unless `--pass-env` names them) and the directories under HOME it must write
@@ -10,12 +10,13 @@ their edits itself, so only their checks are confined.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ralph.actors.agents import AgentActor
 from ralph.actors.command import CommandActor
 from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
+from ralph.config import Settings
 from ralph.sandbox import Policy
 
 # preset -> (variables it is given, directories under HOME it may write, variables naming
@@ -61,3 +62,34 @@ def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) ->
         actor.sandbox = policy.for_actor(keep, dirs)
     elif isinstance(actor, CommandActor):
         actor.sandbox = policy.for_actor((), ())
+
+
+def policy_of(
+    settings: Settings,
+    root: Path,
+    environ: Mapping[str, str],
+    note: Callable[[str], None] | None = None,
+) -> Policy | None:
+    """`--sandbox`: None runs as ralph does (`none`, or `auto` where bwrap cannot run, said in
+    one line through `note`); `bwrap` where it cannot run is refused (exit 2)."""
+    from ralph.files import private_tmp
+    from ralph.sandbox import resolve
+    from ralph.workspace.locate import memory_root
+
+    bwrap, warning = resolve(settings.sandbox)
+    if warning and note is not None:
+        note(warning)
+    if bwrap is None:
+        return None
+    writes = settings.sandbox_write
+    repository = memory_root(root).resolve()
+    return Policy(
+        bwrap,
+        root.resolve(),
+        repository,
+        network=settings.sandbox_network,
+        pass_env=tuple(settings.pass_env),
+        writes=tuple(Path(p).expanduser().resolve() for p in writes) if writes else None,
+        environ=dict(environ),
+        scratch=private_tmp(repository),
+    )

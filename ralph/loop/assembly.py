@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ralph.evaluators.base import JudgeContext
     from ralph.evaluators.suite import CheckSuite
     from ralph.reflection.reflector import Reflector
-    from ralph.sandbox import Policy, Sandbox
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -77,7 +76,7 @@ def build_parts(
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
     a resumed loop's base commit); the actor and the checks their sandbox (`--sandbox`)."""
-    from ralph.actors.confine import confine
+    from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
@@ -97,50 +96,15 @@ def build_parts(
     reflector = make_reflector(settings, actor, root, env)
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
-    policy = sandbox_policy(settings, root, env, reporter)
+    policy = policy_of(settings, root, env, reporter.note if reporter is not None else None)
     confine(actor, policy, env)
-    if policy is not None:
-        evaluator.use_sandbox(checks_sandbox(policy))
+    evaluator.use_sandbox(policy.for_checks() if policy is not None else None)
     return Parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
     )
-
-
-def sandbox_policy(
-    settings: Settings, root: Path, environ: Mapping[str, str], reporter: Reporter | None
-) -> Policy | None:
-    """`--sandbox`: None runs as ralph does (`none`, or `auto` where bwrap cannot run, said in
-    one line); `bwrap` where it cannot run is refused (exit 2)."""
-    from ralph.sandbox import Policy, resolve
-    from ralph.workspace.locate import memory_root
-
-    bwrap, warning = resolve(settings.sandbox)
-    if warning and reporter is not None:
-        reporter.note(warning)
-    if bwrap is None:
-        return None
-    writes = settings.sandbox_write
-    return Policy(
-        bwrap,
-        root.resolve(),
-        memory_root(root).resolve(),
-        network=settings.sandbox_network,
-        pass_env=tuple(settings.pass_env),
-        writes=tuple(Path(p).expanduser().resolve() for p in writes) if writes else None,
-        environ=dict(environ),
-    )
-
-
-def checks_sandbox(policy: Policy) -> Sandbox:
-    """The checks write their reports and caches in the memory's scratch folder; the tree's
-    fingerprint (ralph's own, kept there too) stays out of their reach."""
-    from ralph.files import private_tmp
-
-    scratch = private_tmp(policy.repository)
-    return policy.for_checks(scratch, [scratch / "tree-guard"])
 
 
 SAVING_SIGNALS = ("SIGTERM", "SIGHUP")

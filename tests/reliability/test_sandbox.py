@@ -23,7 +23,7 @@ needs_bwrap = pytest.mark.skipif(
 )
 
 CALC = "def add(a, b):\n    return a - b\n"
-FIXED = "def add(a, b):\n    return a + b\n"
+FIXED = "def add(a, b):\n    return b + a  # a size of its own: no stale bytecode\n"
 
 AGENT = """\
 import json, os, pathlib, sys
@@ -86,6 +86,8 @@ def hostile_loop(
         "run", "make add add", "--actor", f"cmd:{sys.executable} {agent}", "--test", test,
         "--sandbox", mode, "--json", "--max-iterations", "1", cwd=repo,
     )  # fmt: skip
+    assert (repo / "agent-report.json").exists(), result
+    assert result.code == 0, result  # the loop ends green: the fix is judged as usual
     report = json.loads((repo / "agent-report.json").read_text())
     return result.code, report, repo, listener
 
@@ -105,8 +107,7 @@ def accepted(listener: socket.socket) -> int:
 def test_a_hostile_agent_is_refused_everything_outside_the_tree_and_still_fixes_the_bug(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ralph: RunCli
 ) -> None:
-    code, report, repo, listener = hostile_loop(tmp_path, monkeypatch, ralph, "bwrap")
-    assert code == 0  # the loop ends green: the fix is judged as usual
+    _, report, repo, listener = hostile_loop(tmp_path, monkeypatch, ralph, "bwrap")
     assert (repo / "calc.py").read_text() == FIXED
     for attempt in ("write_outside", "read_ssh", "git_hook", "edit_memory"):
         assert str(report[attempt]).startswith("refused"), (attempt, report)
@@ -123,8 +124,7 @@ def test_a_hostile_agent_is_refused_everything_outside_the_tree_and_still_fixes_
 def test_without_the_sandbox_the_same_agent_gets_everything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ralph: RunCli
 ) -> None:
-    code, report, repo, listener = hostile_loop(tmp_path, monkeypatch, ralph, "none")
-    assert code == 0
+    _, report, repo, listener = hostile_loop(tmp_path, monkeypatch, ralph, "none")
     for attempt in ("write_outside", "read_ssh", "git_hook", "edit_memory"):
         assert report[attempt] == "done", (attempt, report)
     assert report["ssh"] == "PRIVATE KEY MATERIAL" and report["other_key"] is True
