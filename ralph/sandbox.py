@@ -67,7 +67,7 @@ class Found:
         if self.works:
             return f"bubblewrap {self.version} ({self.source}: {self.path})"
         where = f" ({self.source}: {self.path})" if self.path else ""
-        return f"cannot run{where}: {self.reason}"
+        return f"{self.reason}{where}"
 
 
 def _packaged() -> str | None:

