@@ -33,7 +33,7 @@ DURATION_KEYS = (
     "reflector_timeout",
 )
 BOOLEAN_KEYS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
-BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits")
+BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits", "memory_tools")
 
 
 def validate_role(value: Any, where: str) -> Role | None:
@@ -105,6 +105,8 @@ class Settings:
     no_rollback: bool = False
     # an attempt's edits of the baseline's test files count (loop/protect.py: put back otherwise)
     allow_test_edits: bool = False
+    # an agent CLI that speaks MCP gets `ralph mcp` (the memory's tools) in each attempt
+    memory_tools: bool = True
     worktree: bool = False
     # a shell command run in each new worktree before its baseline (`make version`)
     worktree_setup: str | None = None

@@ -57,7 +57,10 @@ def _records(*command: str) -> dict[str, tuple[str, str]]:
     return records
 
 
-@pytest.mark.parametrize("command", [["run"], ["check"], ["doctor"], ["status"], ["resume"]])
+@pytest.mark.parametrize(
+    "command",
+    [["run"], ["check"], ["doctor"], ["status"], ["resume"], ["mcp"], ["hook", "claude-stop"]],
+)
 def test_help_renders_no_type_placeholders_for_flags(ralph: RunCli, command: list[str]) -> None:
     text = _help(ralph, *command)
     options = text.split("Options:", 1)[1]

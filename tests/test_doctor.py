@@ -206,7 +206,8 @@ def test_dry_run_shows_the_model_flag_on_the_agents_command_line(
     )
     assert result.code == 0, result.err
     assert "command  claude -p --output-format stream-json" in result.err
-    assert "--permission-mode acceptEdits --model sonnet < prompt.md" in result.err
+    assert "--permission-mode acceptEdits " in result.err  # then the memory's tools
+    assert "--model sonnet < prompt.md" in result.err
 
 
 # the reflector's timeout ---------------------------------------------------------------------

@@ -305,6 +305,8 @@ def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the
     stats = json.loads(result.out)["summary"]["agent_actions"]
     assert stats == {
         "traced_attempts": 2,
+        "memory_tool_attempts": 0,
+        "passed_when_memory_tools": None,
         "per_iteration": {"edit": 1.0, "read": 1.0, "command": 1.0, "search": 0.5, "other": 0.0},
         "ran_checks": 1,
         "ran_checks_share": 0.5,

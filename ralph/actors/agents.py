@@ -28,10 +28,18 @@ from ralph.actors.agent_output import (
     parse_gemini,
     parse_opencode,
 )
-from ralph.actors.base import ActorContext, ActorResult
+from ralph.actors.base import Actor, ActorContext, ActorResult
 from ralph.actors.command import combined_output, ralph_env, search_path, write_log, write_prompt
+from ralph.actors.mcp_wiring import (
+    MemoryWirer,
+    MemoryWiring,
+    claude_memory,
+    codex_memory,
+    gemini_memory,
+)
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
+from ralph.files import atomic_write_text
 from ralph.providers.base import ChatResponse, Message
 from ralph.sandbox import Sandbox, denials
 
@@ -50,6 +58,7 @@ class Preset:
     parse: Callable[[str], AgentOutput]
     prompt_on_stdin: bool = True
     env: tuple[tuple[str, str], ...] = ()  # variables the tool needs to run headless
+    memory: MemoryWirer | None = None  # how it takes an MCP server per run (None: it cannot)
 
 
 def _claude(mode: str) -> ArgvBuilder:
@@ -107,6 +116,7 @@ PRESETS: dict[str, Preset] = {
             _claude("acceptEdits"),
             _claude("plan"),
             parse_claude,
+            memory=claude_memory,
         ),
         Preset(
             "codex",
@@ -115,6 +125,7 @@ PRESETS: dict[str, Preset] = {
             _codex("workspace-write"),
             _codex("read-only"),
             parse_codex,
+            memory=codex_memory,
         ),
         Preset(
             "aider",
@@ -136,6 +147,7 @@ PRESETS: dict[str, Preset] = {
             # runs it in the repository the user pointed it at. The variable (not --skip-trust)
             # works across versions: older ones ignore it, unknown flags would be an error.
             env=(("GEMINI_CLI_TRUST_WORKSPACE", "true"),),
+            memory=gemini_memory,
         ),
         Preset(
             "opencode",
@@ -166,6 +178,22 @@ class AgentActor:
         self.environ = dict(environ) if environ is not None else None
         self.base_dir = base_dir or Path.cwd()
         self.sandbox: Sandbox | None = None  # `actors/confine.confine`
+        self.memory_server: list[str] | None = None  # `ralph mcp`'s command line, when offered
+
+    def offer_memory(self, server: Sequence[str]) -> bool:
+        """Give each attempt the memory server, when this CLI can take one; whether it can."""
+        if self.preset.memory is None:
+            return False
+        self.memory_server = list(server)
+        return True
+
+    def memory_wiring(self, folder: Path) -> MemoryWiring:
+        if self.memory_server is None or self.preset.memory is None:
+            return MemoryWiring([], {}, {})
+        import os
+
+        environ = self.environ if self.environ is not None else os.environ
+        return self.preset.memory(folder, self.memory_server, {**dict(self.preset.env), **environ})
 
     def binary(self) -> str:
         found = process.which(self.preset.binary, path=search_path(self.environ))
@@ -198,7 +226,9 @@ class AgentActor:
         import shlex
 
         head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
-        argv = shlex.join([self.preset.binary, *head, *self.actor_args, *tail])
+        memory = self.memory_wiring(Path("<artifacts>"))
+        env = "".join(f"{k}={shlex.quote(v)} " for k, v in memory.env.items())
+        argv = env + shlex.join([self.preset.binary, *head, *memory.args, *self.actor_args, *tail])
         return argv + (" < prompt.md" if self.preset.prompt_on_stdin else "")
 
     def run_env(self) -> dict[str, str]:
@@ -208,11 +238,14 @@ class AgentActor:
         binary = self.binary()
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
+        memory = self.memory_wiring(ctx.artifacts_dir)
+        for path, text in memory.files.items():
+            atomic_write_text(path, text, durable=False)
         tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
         result = process.run(
-            [binary, *head, *self.actor_args, *tail],
+            [binary, *head, *memory.args, *self.actor_args, *tail],
             cwd=ctx.workdir,
-            env={**self.run_env(), **ralph_env(ctx, prompt_file)},
+            env={**self.run_env(), **memory.env, **ralph_env(ctx, prompt_file)},
             stdin=prompt if self.preset.prompt_on_stdin else None,
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
@@ -240,6 +273,17 @@ class AgentActor:
 
     def chat_client(self) -> AgentChatClient:
         return AgentChatClient(self)
+
+
+def offer_memory_tools(actor: Actor, root: Path) -> bool:
+    """Give an agent CLI that can take it the memory server of the repository at `root` in
+    each attempt, when the MCP SDK is installed; whether it was given."""
+    from ralph.memory.server import sdk_available, server_command
+    from ralph.memory.store import MemoryStore
+
+    if not isinstance(actor, AgentActor) or not sdk_available():
+        return False
+    return actor.offer_memory(server_command(MemoryStore.discover(root).root))
 
 
 class AgentChatClient:

@@ -17,7 +17,7 @@ from ralph.actors.agents import AgentActor
 from ralph.actors.command import CommandActor
 from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
 from ralph.config import Settings
-from ralph.sandbox import Policy
+from ralph.sandbox import Policy, Sandbox
 
 # preset -> (variables it is given, directories under HOME it may write, variables naming
 # such a directory elsewhere)
@@ -49,10 +49,11 @@ AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 }  # fmt: skip
 
 
-def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) -> None:
-    """Give an actor that starts a process its sandbox (None: it runs as ralph does)."""
+def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) -> Sandbox | None:
+    """Give an actor that starts a process its sandbox; the checks' sandbox to give them
+    (None for both: they run as ralph does)."""
     if policy is None:
-        return
+        return None
     if isinstance(actor, AgentActor):
         names, homes, elsewhere = AGENT_NEEDS.get(actor.preset.name, ((), (), ()))
         home = Path(environ.get("HOME") or os.path.expanduser("~"))
@@ -62,6 +63,7 @@ def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) ->
         actor.sandbox = policy.for_actor(keep, dirs)
     elif isinstance(actor, CommandActor):
         actor.sandbox = policy.for_actor((), ())
+    return policy.for_checks()
 
 
 def policy_of(

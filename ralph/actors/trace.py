@@ -153,6 +153,15 @@ def tool_kind(tool: str) -> str:
     return "other"
 
 
+def memory_tool(tool: str) -> bool:
+    """A call of ralph's memory (`ralph mcp`) as each CLI names it: `mcp__ralph__search_reflections`
+    (Claude Code), `mcp:ralph/lessons_for` (Codex), `mcp_ralph_list_loops` or the bare name."""
+    from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
+
+    name = tool.lower()
+    return any(name == t or (name.endswith(t) and SERVER_NAME in name) for t in TOOL_NAMES)
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 

@@ -44,6 +44,7 @@ class IterationFacts:
     actions: dict[str, int] | None = None  # the agent's actions by kind (trace_facts)
     ran_checks: bool | None = None  # whether the agent ran the checks itself
     regressions: int | None = None  # what worked before the loop and broke in this attempt
+    memory_calls: int | None = None  # calls of ralph's memory tools (`ralph mcp`) in the trace
 
 
 @dataclass(slots=True)
@@ -114,16 +115,23 @@ def trace_facts(summary: Any) -> dict[str, Any]:
     """The record's `ralph.trace` as analyze's facts: actions by kind, ran_checks."""
     if not isinstance(summary, dict):
         return {}
-    from ralph.actors.trace import tool_kind  # here: a run over records without traces skips it
+    # here: a run over records without traces skips it
+    from ralph.actors.trace import memory_tool, tool_kind
 
     kinds: dict[str, int] = {}
+    memory = 0
     actions = summary.get("actions")
     for tool, count in (actions if isinstance(actions, dict) else {}).items():
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
             kind = tool_kind(str(tool))
             kinds[kind] = kinds.get(kind, 0) + count
+            memory += count if memory_tool(str(tool)) else 0
     ran = summary.get("ran_checks")
-    return {"actions": kinds, "ran_checks": ran if isinstance(ran, bool) else None}
+    return {
+        "actions": kinds,
+        "ran_checks": ran if isinstance(ran, bool) else None,
+        "memory_calls": memory,
+    }
 
 
 def normalise_root_cause(text: str) -> str:

@@ -9,6 +9,8 @@ it; records without one (older ralph, or an actor whose work ralph cannot see) a
 - **ran the checks**: among attempts where it is known, the share in which the agent ran one of
   the checks' programs itself; and the share of those attempts that passed, beside the share of
   the others that passed (a correlation, not a cause).
+- **used the memory tools**: how many traced attempts called ralph's memory (`ralph mcp`) at
+  least once, and how many of those passed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Traced(Protocol):
     def ran_checks(self) -> bool | None: ...
     @property
     def passed(self) -> bool: ...
+    @property
+    def memory_calls(self) -> int | None: ...
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -45,8 +49,11 @@ def action_stats(records: Sequence[Traced]) -> dict[str, Any]:
         for kind in KINDS
         if traced
     }
+    memory = [r for r in traced if r.memory_calls]
     return {
         "traced_attempts": len(traced),
+        "memory_tool_attempts": len(memory),
+        "passed_when_memory_tools": _share(sum(r.passed for r in memory), len(memory)),
         "per_iteration": per_iteration,
         "ran_checks": len(ran),
         "ran_checks_share": _share(len(ran), len(known)),
@@ -72,4 +79,6 @@ def summary_line(records: Sequence[Traced]) -> str | None:
             f"which passed {pct(stats['passed_when_ran_checks'])} "
             f"(the others {pct(stats['passed_otherwise'])})"
         )
+    if stats["memory_tool_attempts"]:
+        line += f"; called ralph's memory tools in {stats['memory_tool_attempts']}"
     return line

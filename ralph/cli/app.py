@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import doctor, finish, loops, many, project, reflections
+from ralph.cli import doctor, finish, hook, loops, many, project, reflections, serve
 from ralph.errors import RalphError
 
 app = typer.Typer(
@@ -44,6 +44,8 @@ app.command()(reflections.feedback)
 app.command()(many.analyze)
 app.command("batch")(many.batch_command)
 app.command("bench")(many.bench_command)
+app.command("mcp")(serve.mcp_command)
+app.add_typer(hook.hook_app, name="hook")
 
 
 def _version(value: bool) -> None:

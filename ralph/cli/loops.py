@@ -144,6 +144,16 @@ AllowTestEditsFlag = Annotated[
         "back before the checks run); for tasks about the tests.",
     ),
 ]
+MemoryToolsFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--memory-tools/--no-memory-tools",
+        envvar="RALPH_MEMORY_TOOLS",
+        show_default=False,
+        help="Give an agent CLI that speaks MCP (claude, codex, gemini) ralph's memory as tools "
+        "it can call mid-attempt (`ralph mcp`); on when the extra ralph-loop[mcp] is installed.",
+    ),
+]
 BOOLEAN_FLAGS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
 BOOLEAN_FLAGS += ("quiet", "notify", "allow_test_edits")
 
@@ -266,6 +276,7 @@ def run(
         bool, _flag("--no-rollback", "Keep a regressed attempt's code.")
     ] = False,
     allow_test_edits: AllowTestEditsFlag = False,
+    memory_tools: MemoryToolsFlag = None,
     worktree: Annotated[
         bool,
         _flag("--worktree", "Work in a new git worktree, so several loops share one repository."),
@@ -320,6 +331,7 @@ def run(
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
         config=config_file, notify=notify, allow_test_edits=allow_test_edits,
         **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
+        memory_tools=memory_tools,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
     if dry_run:

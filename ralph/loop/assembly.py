@@ -76,6 +76,7 @@ def build_parts(
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
     a resumed loop's base commit); the actor and the checks their sandbox (`--sandbox`)."""
+    from ralph.actors.agents import offer_memory_tools
     from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
@@ -97,13 +98,13 @@ def build_parts(
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
     policy = policy_of(settings, root, env, reporter.note if reporter is not None else None)
-    confine(actor, policy, env)
-    evaluator.use_sandbox(policy.for_checks() if policy is not None else None)
+    evaluator.use_sandbox(confine(actor, policy, env))
     return Parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
+        memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
     )
 
 

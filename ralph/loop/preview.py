@@ -107,6 +107,7 @@ def preview_run(
         lessons=[lesson.view() for lesson in lessons],
         pivot=False,
         unmatched_edits=[],
+        memory_tools=parts.memory_tools,
     )
     prompt = render("actor", context, project_root=home)
     shown = prompt_as_sent(parts.actor, prompt, root)

@@ -29,6 +29,7 @@ def actor_prompt_context(
     unmatched_edits: Sequence[str],
     reverted: Mapping[str, Any] | None = None,
     protected_edits: Sequence[str] = (),
+    memory_tools: bool = False,
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
     failing = failing_checks(evaluation) if evaluation is not None else []
@@ -59,6 +60,8 @@ def actor_prompt_context(
         # the last attempt's edits of the tests, put back before the checks (loop/protect.py)
         "protected_edits": list(protected_edits),
         "has_protected_edits": bool(protected_edits),
+        # the agent can call ralph's memory itself (`ralph mcp`, wired by assembly.build_parts)
+        "memory_tools": bool(memory_tools),
     }
 
 

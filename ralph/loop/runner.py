@@ -300,6 +300,7 @@ class LoopRunner:
             unmatched_edits=self._unmatched,
             reverted=reverted,
             protected_edits=last.ralph.protected_test_edits if last and last.ralph else None,
+            memory_tools=self.parts.memory_tools,
         )
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:

@@ -62,6 +62,7 @@ class Parts:
     evaluator: Evaluator
     reflector: Reflector
     workspace: Workspace
+    memory_tools: bool = False  # the actor can call `ralph mcp` (the prompt says so)
 
 
 # compose -------------------------------------------------------------------------------------
@@ -132,6 +133,7 @@ def prompt(
     unmatched_edits: list[str],
     reverted: dict[str, Any] | None,
     protected_edits: list[str] | None = None,
+    memory_tools: bool = False,
 ) -> Prompt:
     """Render the actor prompt of attempt `number` and keep it in the attempt's folder."""
     window, omega = reflections
@@ -146,6 +148,7 @@ def prompt(
         unmatched_edits=unmatched_edits,
         reverted=reverted,
         protected_edits=protected_edits or (),
+        memory_tools=memory_tools,
     )
     text = render("actor", context, project_root=store.root)
     artifacts = store.artifacts_dir(state.loop_id, number)

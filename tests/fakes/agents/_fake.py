@@ -127,3 +127,24 @@ def run_command(command: str) -> tuple[str, int]:
         command, shell=True, capture_output=True, text=True, timeout=120, check=False
     )
     return done.stdout + done.stderr, done.returncode
+
+
+def ask_memory(config_file: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+    """Start the MCP server the `--mcp-config` file names, as Claude Code would, with the
+    SDK's stdio client, and call one tool; its JSON answer (`{"error": ...}` on a tool error)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    with open(config_file, encoding="utf-8") as handle:
+        (entry,) = json.load(handle)["mcpServers"].values()
+    params = StdioServerParameters(command=entry["command"], args=entry.get("args", []))
+
+    async def call() -> dict[str, object]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool(tool, arguments)
+        text = result.content[0].text if result.content else ""
+        return {"error": text} if result.isError else json.loads(text)
+
+    return anyio.run(call)

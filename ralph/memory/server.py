@@ -1,0 +1,90 @@
+"""`ralph mcp`: the memory's four tools (memory/tools.py) as an MCP server over stdio, built on
+the official Python SDK (the optional extra `ralph-loop[mcp]`), so an agent can ask mid-attempt
+whether a failure was met before and what worked.
+
+Read-only: no tool writes a record (the search index, a cache, is brought up to date as
+`ralph reflections search` does). A tool's bad argument is a tool error, never the end of the
+server. The SDK is imported only here, when the server starts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ralph.errors import PreflightError, RalphError
+from ralph.memory import tools
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
+
+    from ralph.memory.store import MemoryStore
+
+INSTRUCTIONS = (
+    "ralph's episodic memory of this repository: reflections on earlier attempts (what failed, "
+    "the root cause, the lessons). Ask it when you meet a failure you do not understand: "
+    "search_reflections for words of the error, lessons_for with the failing output."
+)
+INSTALL_HINT = "pip install 'ralph-loop[mcp]' (the MCP Python SDK, mcp>=1.10,<2)"
+
+
+def server_command(root: Path) -> list[str]:
+    """How an agent starts this server for the memory at `root`: this ralph, this Python."""
+    return [sys.executable, "-m", "ralph", "mcp", "--project", str(root)]
+
+
+def sdk_available() -> bool:
+    """Whether the MCP SDK is installed (the loop offers the tools only then)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+def build_server(store: MemoryStore) -> FastMCP:
+    """The FastMCP server with the four tools over `store`."""
+    try:
+        from mcp.server.fastmcp import FastMCP
+        from mcp.server.fastmcp.exceptions import ToolError
+    except ImportError:
+        raise PreflightError("the MCP SDK is not installed", hint=INSTALL_HINT) from None
+
+    server = FastMCP(tools.SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def answer(call: Any, *args: Any) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = call(store, *args)
+        except RalphError as error:  # the one-line message, as the CLI would print it
+            raise ToolError(tools.clean(error.message)) from None
+        return result
+
+    @server.tool()
+    def search_reflections(
+        query: str, limit: int = 5, category: str | None = None
+    ) -> dict[str, Any]:
+        """Past reflections of every loop ranked by relevance to the query's words (BM25): loop
+        id, iteration, task, root cause, failure category, lessons and reward."""
+        return answer(tools.search_reflections, query, limit, category)
+
+    @server.tool()
+    def lessons_for(failure: str) -> dict[str, Any]:
+        """Lessons from past loops whose failures resemble this one. Paste the failing output:
+        pytest ids, file:line: messages, mypy or ruff lines."""
+        return answer(tools.lessons_for, failure)
+
+    @server.tool()
+    def get_reflection(loop_id: str, iteration: int) -> dict[str, Any]:
+        """One iteration's whole record: what the agent did, what failed, the reflection."""
+        return answer(tools.get_reflection, loop_id, iteration)
+
+    @server.tool()
+    def list_loops(limit: int = 20) -> dict[str, Any]:
+        """The most recent loops, newest first: task, status, iterations, best reward."""
+        return answer(tools.list_loops, limit)
+
+    return server
+
+
+def serve(store: MemoryStore) -> None:
+    """Serve until the client closes stdin."""
+    build_server(store).run("stdio")
