@@ -115,6 +115,13 @@ class Settings:
     notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
     notify_command: str | None = None
     success: str = "baseline"
+    # the actor and the checks in a sandbox (ralph/sandbox.py): auto, bwrap or none; who keeps
+    # the network; what the actor may write beyond the tree (None: its preset's own
+    # directories); variables passed on by name
+    sandbox: str = "auto"
+    sandbox_network: str = "actor"
+    sandbox_write: list[str] | None = None
+    pass_env: list[str] = field(default_factory=list)
     # not a setting: the checks the user named (--test, --check, RALPH_TEST/CHECK, `test:`)
     named_checks: list[str] = field(default_factory=list)
 
@@ -404,7 +411,7 @@ def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True)
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]
-        if key == "actor_args" and isinstance(value, str):
+        if key in ("actor_args", "pass_env", "sandbox_write") and isinstance(value, str):
             value = value.split()
         if key in BOOLEAN_KEYS and raw.strip().lower() in ("1", "0", "y", "n"):
             value = raw.strip().lower() in ("1", "y")  # CI's usual RALPH_QUIET=1

@@ -19,9 +19,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal, TypeAlias
+from typing import IO, Literal, Protocol, TypeAlias
 
 from ralph.escapes import StreamCleaner, strip_escapes
 from ralph.redact import redact
@@ -32,6 +33,15 @@ OutputCallback = Callable[[str, str], None]
 KILL_GRACE_SECONDS = 2.0
 DEFAULT_CAP = 200_000
 OWNER_VARIABLE = "RALPH_OWNER_PID"  # every process ralph starts inherits its pid: see kill_orphans
+
+
+class Confinement(Protocol):
+    """What `run` needs of a sandbox (ralph/sandbox.Sandbox): the argv and environment to
+    start instead, for as long as the process runs."""
+
+    def applied(
+        self, command: Sequence[str], cwd: Path, full: Mapping[str, str]
+    ) -> AbstractContextManager[tuple[list[str], dict[str, str]]]: ...
 
 
 @dataclass
@@ -90,6 +100,7 @@ def run(
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
     unset: Collection[str] = (),
     clean: bool = True,
+    sandbox: Confinement | None = None,
 ) -> ProcessResult:
     """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
 
@@ -99,13 +110,44 @@ def run(
     (where no KeyboardInterrupt arrives) can still `kill_group` them all on Ctrl-C. `unset`:
     variables of ralph's environment the command must not see (FORCE_COLOR for a check).
     `clean=False` keeps the output's control characters (NUL-separated `git -z` output).
+    `sandbox`: run confined (ralph/sandbox.py): bwrap's argv prefix and only the variables the
+    sandbox keeps; what is redacted is still judged against ralph's whole environment.
     """
+    if sandbox is None:
+        return _run(command, cwd, env, stdin, wall_timeout, idle_timeout, cap, on_output,
+                    on_start, unset, clean)  # fmt: skip
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-    full_env = {**os.environ, **(env or {}), OWNER_VARIABLE: str(os.getpid())}
+    full_env = {**os.environ, **(env or {})}
+    with sandbox.applied(argv, cwd, full_env) as (wrapped, confined):
+        confined = {name: value for name, value in confined.items() if name not in unset}
+        return _run(wrapped, cwd, confined, stdin, wall_timeout, idle_timeout, cap, on_output,
+                    on_start, (), clean, base={}, secrets=full_env)  # fmt: skip
+
+
+def _run(
+    command: str | Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    stdin: str | None,
+    wall_timeout: float | None,
+    idle_timeout: float | None,
+    cap: int,
+    on_output: OutputCallback | None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None,
+    unset: Collection[str],
+    clean: bool,
+    *,
+    base: Mapping[str, str] | None = None,
+    secrets: Mapping[str, str] | None = None,
+) -> ProcessResult:
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    full_env = {**(os.environ if base is None else base), **(env or {})}
+    full_env[OWNER_VARIABLE] = str(os.getpid())
     for name in unset:
         full_env.pop(name, None)
+    known = full_env if secrets is None else {**secrets, **full_env}  # what redaction looks for
     if stdin is not None:  # what ralph hands a program is redacted like what it writes
-        stdin = redact(stdin, full_env)
+        stdin = redact(stdin, known)
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -128,7 +170,7 @@ def run(
         readers = [
             threading.Thread(
                 target=_pump,
-                args=(stream, buffers[name], name, last_output, _live(on_output, full_env, clean)),
+                args=(stream, buffers[name], name, last_output, _live(on_output, known, clean)),
                 daemon=True,
             )
             for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr))
@@ -150,7 +192,7 @@ def run(
 
     def text(name: str) -> str:
         raw = buffers[name].text()
-        return redact(strip_escapes(raw) if clean else raw, full_env)
+        return redact(strip_escapes(raw) if clean else raw, known)
 
     return ProcessResult(
         exit_code=proc.returncode,

@@ -46,8 +46,9 @@ def ralph(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
-    """No developer setting leaks into a test: RALPH_*, step summary and proxy variables; and
-    no test writes the user's cache directory (ralph remembers mypy's version there).
+    """No developer setting leaks into a test: RALPH_* (but RALPH_SANDBOX=none), step summary
+    and proxy variables; and no test writes the user's cache directory (ralph remembers mypy's
+    version there).
 
     The pytest that ralph runs on a generated project loads no plugins of this virtualenv:
     importing hypothesis alone takes 1-3 s per run on a busy machine, and no generated project
@@ -60,6 +61,9 @@ def isolate(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
             monkeypatch.delenv(name)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    # The suite's fake agents read their plans from variables a sandbox would not pass: loops
+    # run as before (`--sandbox none`) unless a test asks for the sandbox (test_sandbox.py).
+    monkeypatch.setenv("RALPH_SANDBOX", "none")
 
 
 @pytest.fixture(autouse=True)

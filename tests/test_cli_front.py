@@ -97,6 +97,10 @@ def test_the_defaults_help_shows_are_the_settings_defaults() -> None:
     assert shown.pop("model") == "the actor's own" and settings.model is None
     assert shown.pop("reflector") == "the actor's model" and settings.reflector is None
     assert shown.pop("omega") == "by verification type" and settings.omega is None
+    assert shown.pop("sandbox") == settings.sandbox
+    assert shown.pop("sandbox-network") == settings.sandbox_network
+    assert shown.pop("sandbox-write") == "the agent's own directories"
+    assert settings.sandbox_write is None
     assert {"max-iterations", "iteration-timeout", "reflector-timeout"} <= set(shown)
     for key, text_value in shown.items():
         value = getattr(settings, key.replace("-", "_"))

@@ -41,6 +41,7 @@ from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
 from ralph.files import atomic_write_text
 from ralph.providers.base import ChatResponse, Message
+from ralph.sandbox import Sandbox, denials
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
@@ -176,6 +177,7 @@ class AgentActor:
         self.actor_args = list(actor_args)
         self.environ = dict(environ) if environ is not None else None
         self.base_dir = base_dir or Path.cwd()
+        self.sandbox: Sandbox | None = None  # `actors/confine.confine`
         self.memory_server: list[str] | None = None  # `ralph mcp`'s command line, when offered
 
     def offer_memory(self, server: Sequence[str]) -> bool:
@@ -248,6 +250,7 @@ class AgentActor:
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
             on_output=tracer.on_output,
+            sandbox=self.sandbox,
         )
         output = combined_output(result)
         write_log(ctx, output)
@@ -264,7 +267,8 @@ class AgentActor:
             tool_calls=parsed.tool_calls,
             summary=summary,
             trajectory=tracer.trajectory(self.name, result.stdout),
-            notes=[f"{self.name}: {note}" for note in parsed.notes],
+            notes=[f"{self.name}: {note}" for note in parsed.notes]
+            + (denials(output) if self.sandbox is not None else []),
         )
 
     def chat_client(self) -> AgentChatClient:

@@ -19,6 +19,7 @@ from ralph.errors import ConfigError, PreflightError
 from ralph.files import atomic_write_text
 from ralph.process import ProcessResult
 from ralph.providers.base import ChatClient
+from ralph.sandbox import Sandbox, denials
 
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
@@ -81,6 +82,7 @@ class CommandActor:
         self.command = f"{command} {shlex.join(actor_args)}" if actor_args else command
         self.environ = dict(environ) if environ is not None else None
         self.name = f"cmd:{self.command}"
+        self.sandbox: Sandbox | None = None  # `actors/confine.confine`
 
     def preflight(self) -> None:
         """Fail early when the command's program plainly does not exist."""
@@ -114,6 +116,7 @@ class CommandActor:
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
             on_output=ctx.on_output,
+            sandbox=self.sandbox,
         )
         output = combined_output(result)
         write_log(ctx, output)
@@ -122,6 +125,7 @@ class CommandActor:
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
             timed_out=result.timed_out,
+            notes=denials(output) if self.sandbox is not None else [],
         )
 
     def chat_client(self) -> ChatClient | None:

@@ -94,6 +94,7 @@ def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) ->
         agents, providers = agents_job.result(), providers_job.result()
     rows += _git_rows(settings, root, store)
     rows.append(_memory_row(store))
+    rows.append(_sandbox_row(settings.sandbox))
     for probe in agents:
         rows.append(_agent_row(probe))
     used = {settings.actor.split(":")[0], (settings.reflector or "").split(":")[0]}
@@ -306,6 +307,20 @@ def _memory_row(store: Any) -> Row:
     running = sorted(store.running_loops())
     now = f"; running: {', '.join(running)}" if running else ""
     return Row("memory", ".aiwg/ralph", "ok", f"{base}: {len(loops)} loops{now}")
+
+
+def _sandbox_row(mode: str) -> Row:
+    """Whether the agent and the checks can run in bubblewrap here, which one, or why not
+    and the fix; only `--sandbox bwrap` where it cannot run stops a loop."""
+    from ralph.sandbox import find
+
+    if mode == "none":
+        return Row("sandbox", mode, "off", "--sandbox none: the agent and the checks run as ralph")
+    found = find()
+    if found.works:
+        return Row("sandbox", mode, "ok", found.line())
+    status = "cannot run" if mode == "bwrap" else "off"
+    return Row("sandbox", mode, status, found.line(), False if mode == "bwrap" else None, found.fix)
 
 
 def _agent_row(probe: Any) -> Row:

@@ -19,6 +19,13 @@ from ralph.cli.common import (
     show,
     text_out,
 )
+from ralph.cli.sandboxing import (
+    PassEnvOpt,
+    SandboxNetworkOpt,
+    SandboxOpt,
+    SandboxWriteOpt,
+    sandbox_flags,
+)
 
 # init --------------------------------------------------------------------------------------
 
@@ -297,6 +304,10 @@ def run(
         ),
     ] = False,
     config_file: ConfigOpt = None,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
+    sandbox_write: SandboxWriteOpt = None,
+    pass_env: PassEnvOpt = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -319,6 +330,7 @@ def run(
         idle_timeout=idle_timeout, reflector_timeout=reflector_timeout, no_git=no_git,
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
         config=config_file, notify=notify, allow_test_edits=allow_test_edits,
+        **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
         memory_tools=memory_tools,
     )  # fmt: skip
     as_json, quiet = _output_mode(flags, as_json, quiet)
@@ -357,6 +369,10 @@ def resume(
             "(notify-send, osascript), or `notify_command` from the config.",
         ),
     ] = False,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
+    sandbox_write: SandboxWriteOpt = None,
+    pass_env: PassEnvOpt = None,
 ) -> None:
     """Continue a paused or crashed loop with the memory it had."""
     from ralph.cli import live as ui
@@ -365,6 +381,7 @@ def resume(
     if loop is not None:
         loop = loop_in(memory(), loop)
     flags = {"max_iterations": max_iterations, "allow_test_edits": allow_test_edits or None}
+    flags |= sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env)
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
     finish_loop(result, as_json, {"notify": notify or None})
 

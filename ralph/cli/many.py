@@ -16,6 +16,14 @@ from ralph.cli.common import (
     print_json,
     text_out,
 )
+from ralph.cli.sandboxing import (
+    PassEnvOpt,
+    SandboxNetworkOpt,
+    SandboxOpt,
+    SandboxWriteOpt,
+    export_sandbox,
+    sandbox_flags,
+)
 from ralph.errors import RalphError
 
 # batch -------------------------------------------------------------------------------------
@@ -41,10 +49,16 @@ def batch_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object with every loop at the end.")
     ] = False,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
+    sandbox_write: SandboxWriteOpt = None,
+    pass_env: PassEnvOpt = None,
 ) -> None:
     """Run many tasks on this repository, each a loop in a git worktree of its own."""
     from ralph.cli.batch_view import make_view
     from ralph.loop import batch
+
+    export_sandbox(sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env))
 
     result = batch.run_batch(tasks_file, jobs=jobs, resume=resume, view=make_view())
     if as_json:
@@ -83,6 +97,10 @@ def bench_command(
         Path | None,
         typer.Option("--html", metavar="FILE", help="Write the table and success@k chart here."),
     ] = None,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
+    sandbox_write: SandboxWriteOpt = None,
+    pass_env: PassEnvOpt = None,
 ) -> None:
     """Does the memory help? Every task in every arm, success@k per arm with 95 % intervals."""
     from ralph.bench import report as bench_report
@@ -91,6 +109,7 @@ def bench_command(
 
     if as_json and as_csv:
         raise RalphError("--json and --csv both print on stdout", hint="choose one of them")
+    export_sandbox(sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env))
     _, summary, interrupted = bench.run_bench(
         tasks_file,
         arm_specs=arm or [],

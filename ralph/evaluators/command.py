@@ -14,12 +14,16 @@ import re
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
+
+if TYPE_CHECKING:
+    from ralph.sandbox import Sandbox
 
 # Tools write colour codes when asked to (FORCE_COLOR, a `--color=yes` in a config); these ask
 # them not to. Whatever still comes through is stripped where output enters (process.py).
@@ -44,6 +48,7 @@ class CommandCheck:
         self.cap = cap
         self.last_log = ""
         self.environment: dict[str, str] = {}  # over ralph's own: `CheckSuite.use_environment`
+        self.sandbox: Sandbox | None = None  # `CheckSuite.use_sandbox` (a loop's checks)
 
     def tool(self) -> str:
         return executable_of(self.spec.command) or "sh"
@@ -124,11 +129,15 @@ class CommandCheck:
             if on_output is not None:
                 on_output(name, chunk)
 
+        own = {**NO_COLOUR, **self.tool_env(cwd), **self.environment, **(env or {})}
+        # a sandboxed check still gets the variables ralph sets for it (its caches, imports)
+        sandbox = self.sandbox.keeping(own) if self.sandbox is not None else None
         try:
             res = process.run(
                 command,
                 cwd=cwd,
-                env={**NO_COLOUR, **self.tool_env(cwd), **self.environment, **(env or {})},
+                env=own,
+                sandbox=sandbox,
                 unset=FORCED_COLOUR,
                 wall_timeout=self.timeout,
                 cap=self.cap,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ralph.config import CheckSpec, Settings
 from ralph.errors import ConfigError, PreflightError
@@ -36,6 +36,9 @@ from ralph.evaluators.tools import DROP_HINT, missing_tool
 from ralph.process import DEFAULT_CAP, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType, known_sum
 from ralph.workspace.fingerprint import TreeChange, TreeGuard
+
+if TYPE_CHECKING:
+    from ralph.sandbox import Sandbox
 
 
 def _judge_check(spec: CheckSpec, **options: Any) -> Check:
@@ -116,6 +119,12 @@ class CheckSuite:
         for check in self.checks:
             if isinstance(check, CommandCheck):
                 check.environment = dict(variables)
+
+    def use_sandbox(self, sandbox: Sandbox | None) -> None:
+        """Run every command check confined (ralph/sandbox.py); None: as ralph runs."""
+        for check in self.checks:
+            if isinstance(check, CommandCheck):
+                check.sandbox = sandbox
 
     def preflight(self) -> None:
         if not self.checks:

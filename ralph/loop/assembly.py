@@ -71,11 +71,13 @@ def build_parts(
     *,
     task: str = "",
     base_commit: str | None = None,
+    reporter: Reporter | None = None,
 ) -> Parts:
     """The loop's collaborators, each given what it needs when it is built: a judge check the
     task, the reflector's model and the commit the work began at (None: HEAD at the baseline;
-    a resumed loop's base commit)."""
+    a resumed loop's base commit); the actor and the checks their sandbox (`--sandbox`)."""
     from ralph.actors.agents import offer_memory_tools
+    from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
     from ralph.evaluators.base import JudgeContext
     from ralph.workspace import open_workspace
@@ -95,6 +97,8 @@ def build_parts(
     reflector = make_reflector(settings, actor, root, env)
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
+    policy = policy_of(settings, root, env, reporter.note if reporter is not None else None)
+    evaluator.use_sandbox(confine(actor, policy, env))
     return Parts(
         actor=actor,
         evaluator=evaluator,
@@ -195,9 +199,8 @@ def run_task(
     if store.state_path(loop_id).exists():
         raise StoreError(f"loop {loop_id} exists already", hint=f"`ralph resume {loop_id}`")
     if not settings.worktree:
-        runner = LoopRunner(
-            settings, store, parts or build_parts(settings, root, task=task), reporter
-        )
+        parts = parts or build_parts(settings, root, task=task, reporter=reporter)
+        runner = LoopRunner(settings, store, parts, reporter)
         return _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
     return _run_in_worktree(task, loop_id, settings, store, root, reporter, parts)
 
@@ -232,7 +235,7 @@ def _run_in_worktree(
     keep = False
     try:
         prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)
-        parts = parts or build_parts(settings, workdir, task=task)
+        parts = parts or build_parts(settings, workdir, task=task, reporter=reporter)
         runner = LoopRunner(settings, store, parts, reporter)
         result = _guard_abort(store, loop_id, reporter, lambda: runner.start(task, loop_id))
         keep = result.stop_reason != "already_green"
@@ -323,7 +326,9 @@ def resume_task(
         for note in keep_newer_records_apart(store, state):
             reporter.note(note)
     base = state.git.base_commit if state.git else None
-    parts = parts or build_parts(settings, workdir, task=state.task, base_commit=base)
+    parts = parts or build_parts(
+        settings, workdir, task=state.task, base_commit=base, reporter=reporter
+    )
     runner = LoopRunner(settings, store, parts, reporter)
     return _guard_abort(store, state.loop_id, reporter, lambda: runner.resume(state))
 

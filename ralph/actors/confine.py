@@ -1,0 +1,97 @@
+"""The loop's sandbox policy from its settings, and which sandbox each actor runs in.
+
+The table says, per preset, the variables that carry the agent's credentials (other providers'
+keys stay out unless `--pass-env` names them) and the directories under HOME it must write
+(its login, sessions, settings); `--sandbox-write` replaces that list. A `cmd:` actor gets only
+ralph's variables and those named. The LLM actor and `script:` start no process: ralph applies
+their edits itself, so only their checks are confined.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ralph.actors.agents import AgentActor
+from ralph.actors.command import CommandActor
+from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
+from ralph.config import Settings
+from ralph.sandbox import Policy, Sandbox
+
+# preset -> (variables it is given, directories under HOME it may write, variables naming
+# such a directory elsewhere)
+AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "claude": (
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+         "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+         "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CONFIG_DIR"),
+        (".claude", ".claude.json"),
+        ("CLAUDE_CONFIG_DIR",),
+    ),
+    "codex": (
+        ("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+        (".codex",),
+        ("CODEX_HOME",),
+    ),
+    "aider": ((*AIDER_KEYS,), (".aider", ".aider.conf.yml"), ()),
+    "gemini": (
+        (*GEMINI_KEYS, "GOOGLE_GENAI_USE_GCA", "GOOGLE_CLOUD_PROJECT",
+         "GOOGLE_APPLICATION_CREDENTIALS"),
+        (".gemini",),
+        (),
+    ),
+    "opencode": (
+        (*OPENCODE_KEYS,),
+        (".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"),
+        (),
+    ),
+}  # fmt: skip
+
+
+def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) -> Sandbox | None:
+    """Give an actor that starts a process its sandbox; the checks' sandbox to give them
+    (None for both: they run as ralph does)."""
+    if policy is None:
+        return None
+    if isinstance(actor, AgentActor):
+        names, homes, elsewhere = AGENT_NEEDS.get(actor.preset.name, ((), (), ()))
+        home = Path(environ.get("HOME") or os.path.expanduser("~"))
+        dirs = [home / place for place in homes]
+        dirs += [Path(environ[name]) for name in elsewhere if environ.get(name)]
+        keep = {*names, *(name for name, _ in actor.preset.env)}
+        actor.sandbox = policy.for_actor(keep, dirs)
+    elif isinstance(actor, CommandActor):
+        actor.sandbox = policy.for_actor((), ())
+    return policy.for_checks()
+
+
+def policy_of(
+    settings: Settings,
+    root: Path,
+    environ: Mapping[str, str],
+    note: Callable[[str], None] | None = None,
+) -> Policy | None:
+    """`--sandbox`: None runs as ralph does (`none`, or `auto` where bwrap cannot run, said in
+    one line through `note`); `bwrap` where it cannot run is refused (exit 2)."""
+    from ralph.files import private_tmp
+    from ralph.sandbox import resolve
+    from ralph.workspace.locate import memory_root
+
+    bwrap, warning = resolve(settings.sandbox)
+    if warning and note is not None:
+        note(warning)
+    if bwrap is None:
+        return None
+    writes = settings.sandbox_write
+    repository = memory_root(root).resolve()
+    return Policy(
+        bwrap,
+        root.resolve(),
+        repository,
+        network=settings.sandbox_network,
+        pass_env=tuple(settings.pass_env),
+        writes=tuple(Path(p).expanduser().resolve() for p in writes) if writes else None,
+        environ=dict(environ),
+        scratch=private_tmp(repository),
+    )
