@@ -73,7 +73,7 @@ def trace_command(
     from ralph.cli.trace_view import show_trace
 
     store = memory()
-    show_trace(store, loop_in(store, loop), iteration, console(), as_json=as_json)
+    show_trace(store, loop_in(store, loop), iteration, as_json=as_json)
 
 
 def prompt_command(
