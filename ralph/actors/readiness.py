@@ -44,9 +44,6 @@ class Credentials:
     source: str
     hint: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "source": self.source, "hint": self.hint}
-
 
 @dataclass(frozen=True)
 class AgentProbe:
@@ -61,16 +58,6 @@ class AgentProbe:
     @property
     def ready(self) -> bool:
         return self.path is not None and self.credentials is not None and self.credentials.ok
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "version": self.version,
-            "ready": self.ready,
-            "credentials": self.credentials.to_json() if self.credentials else None,
-            "install": self.install,
-        }
 
 
 def version(binary: str, environ: Mapping[str, str], root: Path) -> str | None:

@@ -14,6 +14,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    show,
     text_out,
 )
 from ralph.errors import RalphError
@@ -48,7 +49,7 @@ def batch_command(
 
     result = batch.run_batch(tasks_file, jobs=jobs, resume=resume, view=make_view())
     if as_json:
-        print_json(result.to_json())
+        show(result, as_json=True)
     raise typer.Exit(result.exit_code)
 
 

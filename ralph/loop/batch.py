@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.escapes import strip_escapes
@@ -243,6 +243,7 @@ class Entry:
         return moved
 
     def to_json(self) -> dict[str, Any]:
+        """Written by hand: its `task` is the task's text, the entry's the whole BatchTask."""
         return {
             "name": self.task.name,
             "task": self.task.task,
@@ -308,6 +309,10 @@ class BatchView(Protocol):
 
 @dataclass
 class BatchResult:
+    """What `ralph batch --json` prints (`json_fields`, through `rendering.to_data`)."""
+
+    json_fields: ClassVar[tuple[str, ...]] = ("tasks_file", "interrupted", "exit_code", "loops")
+
     tasks_file: Path
     entries: list[Entry]
     interrupted: bool
@@ -318,13 +323,9 @@ class BatchResult:
             return 130
         return 0 if all(e.status == "completed" for e in self.entries) else 1
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tasks_file": str(self.tasks_file),
-            "interrupted": self.interrupted,
-            "exit_code": self.exit_code,
-            "loops": [e.to_json() for e in self.entries],
-        }
+    @property
+    def loops(self) -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.entries]
 
 
 class Batch:

@@ -101,17 +101,6 @@ class ProviderProbe:
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "configured": self.configured,
-            "key": self.key,
-            "url": self.url,
-            "status": self.status,
-            "ok": self.ok,
-            "detail": self.detail,
-        }
-
 
 def probe_providers(
     environ: Mapping[str, str] | None = None, *, timeout: float = PROBE_TIMEOUT
