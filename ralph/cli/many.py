@@ -177,4 +177,4 @@ def analyze(
     elif as_csv:
         analysis_report.write_csv(result, text_out())
     elif html is None:
-        analyze_view.render(result, console())
+        show(analyze_view.AnalysisView(result))

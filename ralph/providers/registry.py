@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
