@@ -19,7 +19,7 @@ from ralph.analyze.report import (
     series_iterations,
     tokens_text,
 )
-from ralph.glyphs import clip, sparkline
+from ralph.glyphs import clip, plural, sparkline
 from ralph.ids import short_id
 
 if TYPE_CHECKING:
@@ -57,8 +57,7 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
     at most `width` characters (a figure is never split)."""
     s = a.summary
     parts = [
-        f"{s.loops} loop{'' if s.loops == 1 else 's'}, "
-        f"{s.iterations} iteration{'' if s.iterations == 1 else 's'}",
+        f"{plural(s.loops, 'loop')}, {plural(s.iterations, 'iteration')}",
         f"success rate {pct(s.success_rate)} ({s.green_loops} of {s.loops} green)",
     ]
     if s.acceptance.get("reviewed"):

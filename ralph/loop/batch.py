@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
+from ralph.glyphs import plural
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.redact import redact
@@ -410,7 +411,7 @@ class Batch:
             entry,
             f"{entry.status}"
             + (f" ({entry.stop_reason})" if entry.stop_reason else "")
-            + f": {entry.iteration} iteration{'' if entry.iteration == 1 else 's'}, "
+            + f": {plural(entry.iteration, 'iteration')}, "
             f"best reward {best}, exit {entry.exit_code}"
             + (f" — {entry.error}" if entry.error else ""),
         )
