@@ -15,6 +15,7 @@ import typer
 
 from ralph import __version__
 from ralph.cli import doctor, finish, loops, many, project, reflections
+from ralph.cli.common import clean
 from ralph.errors import RalphError
 
 app = typer.Typer(
@@ -65,8 +66,6 @@ def _root(
 
 
 def fail(error: RalphError) -> NoReturn:
-    from ralph.cli.common import clean  # a message may quote text from outside
-
     sys.stderr.write(f"ralph: error: {clean(error.message)}\n")
     if error.hint:
         sys.stderr.write(f"hint: {clean(error.hint)}\n")
@@ -91,8 +90,6 @@ def main() -> None:
         if os.environ.get("RALPH_DEBUG"):
             raise
         if show is None:
-            from ralph.cli.common import clean
-
             sys.stderr.write(
                 f"ralph: internal error: {type(error).__name__}: {clean(str(error))}\n"
             )

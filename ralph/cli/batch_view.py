@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter
+from ralph.cli.common import console
+from ralph.cli.live import PlainReporter, is_ci
 from ralph.glyphs import changed_text, clip, sparkline
 from ralph.loop.batch import BatchView
 from ralph.rendering import reward_text
@@ -54,8 +55,6 @@ class LiveView(PlainView):
     def __init__(self) -> None:
         super().__init__()
         from rich.live import Live
-
-        from ralph.cli.common import console
 
         self.console = console(stderr=True)  # the one clean console: a loop's error quotes it
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
@@ -124,8 +123,6 @@ def _styled(status: str) -> Any:
 
 def make_view() -> BatchView:
     """Plain lines in CI or a pipe, the live table on a terminal."""
-    from ralph.cli import live as ui
-
-    if ui.is_ci():
+    if is_ci():
         return PlainView()
     return LiveView()

@@ -11,10 +11,10 @@ import contextlib
 import os
 import sys
 
+from ralph.cli import early
+
 
 def main() -> None:
-    from ralph.cli import early
-
     checking = early.wanted(sys.argv[1:])
     try:
         try:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ralph import config
 from ralph.cli.common import console, show, text_out
+from ralph.cli.progress import check_progress
+from ralph.errors import RalphError
+from ralph.loop.assembly import project_root
+from ralph.loop.preview import preview_run
+from ralph.memory.store import MemoryStore
 
 
 def show_preview(task: str, flags: dict[str, Any], *, as_json: bool) -> int:
-    from ralph.cli.progress import check_progress
-    from ralph.loop.preview import preview_run
-
     names = _check_names(flags)
     with check_progress(names, enabled=not as_json) as done:
         preview = preview_run(task, flags, on_done=done)
@@ -28,11 +31,6 @@ def show_preview(task: str, flags: dict[str, Any], *, as_json: bool) -> int:
 def _check_names(flags: dict[str, Any]) -> list[str]:
     """The checks the baseline will run, for the progress view (empty if settings are bad:
     preview_run then says why)."""
-    from ralph import config
-    from ralph.errors import RalphError
-    from ralph.loop.assembly import project_root
-    from ralph.memory.store import MemoryStore
-
     try:
         home = MemoryStore.discover(project_root()).root
         return [c.name for c in config.load(home, flags).all_checks()]
