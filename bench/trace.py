@@ -46,7 +46,7 @@ def stored(folder: Path, steps: int) -> Path:
 def shown(steps: int) -> None:
     from rich.console import Console
 
-    from ralph.cli.trace_view import render_trace
+    from ralph.cli.trace_view import TraceView
 
     with tempfile.TemporaryDirectory() as tmp:
         path = stored(Path(tmp), steps)
@@ -55,7 +55,7 @@ def shown(steps: int) -> None:
         reading = time.perf_counter() - start
         console = Console(file=io.StringIO(), force_terminal=True, width=120)
         start = time.perf_counter()
-        render_trace("ralph-bench-00000000", 1, read, console)
+        console.print(TraceView("ralph-bench-00000000", 1, read))
         drawing = time.perf_counter() - start
         size = path.stat().st_size
     print(

@@ -254,7 +254,8 @@ def _check_name(command: str) -> str:
 
 def _validate(source: str, data: dict[str, Any], *, schema: bool = True) -> None:
     """Every rule a user is told by name, then the JSON schema (`schema=False`: not the schema,
-    whose import costs `ralph check`'s early start ~50 ms; the command validates it later)."""
+    whose import delays `ralph check`'s early start, bench/evaluator.py's "launch -> first
+    check running"; the command validates it later)."""
     for key in data:
         if key not in KEYS:
             import difflib

@@ -23,7 +23,7 @@ def package_data(folder: str) -> Traversable:
     The wheel force-includes the top-level folders into the package; an editable install or a
     plain checkout keeps them at the repository root, one level above `ralph/`.
     """
-    from importlib import resources  # here: ~5 ms of imports `ralph check` starts without
+    from importlib import resources  # here: imports `ralph check` starts its checks without
 
     packaged = resources.files("ralph").joinpath(folder)
     if packaged.is_dir():

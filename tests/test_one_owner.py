@@ -90,6 +90,43 @@ def test_the_reward_cap_is_said_once() -> None:
     assert [place.split(":")[0] for place in places] == ["records.py"], places
 
 
+def test_the_reward_cap_is_applied_by_its_owner() -> None:
+    """Only records.py says `min(..., BEST_FAILING_REWARD)`; the others call `shown_reward`."""
+    places = [
+        f"{module}:{node.lineno}"
+        for module, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id == "BEST_FAILING_REWARD"
+        if module != "records.py"
+    ]
+    assert places == [], places
+
+
+def _inline_plurals(module: str, tree: ast.Module) -> list[str]:
+    """`'' if n == 1 else 's'` and its mirror: a plural said by hand instead of `plural`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare):
+            ends = (
+                {node.body.value, node.orelse.value}
+                if all(isinstance(side, ast.Constant) for side in (node.body, node.orelse))
+                else set()
+            )
+            if ends == {"", "s"}:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_the_command_line_says_plurals_with_plural() -> None:
+    places = [
+        place
+        for module, tree in _modules()
+        if module.startswith("cli/") or module == "loop/batch.py"
+        for place in _inline_plurals(module, tree)
+    ]
+    assert places == [], places
+
+
 def test_the_helpers_say_what_their_copies_said() -> None:
     assert (plural(1, "error"), plural(0, "error"), plural(2, "loop")) == (
         "1 error",

@@ -232,3 +232,56 @@ def test_search_hits_show_relevance_against_the_best_and_say_when_none_match() -
         "50%\tralph-2#1\t-\t0.50\t0/0\t[obsolete] cause",
     ]
     assert drawn(SearchResults("date", [])) == "no reflection matches 'date'\n"
+
+
+def test_a_trace_draws_itself_and_names_an_error_only_when_there_is_one() -> None:
+    from ralph.actors.trace import READ_STEPS, Step, Trajectory
+    from ralph.cli.trace_view import TraceView
+
+    steps = [Step(thought="look", tool="Read", target="a.py", observation="ok\nmore")]
+    view = TraceView("ralph-1", 2, Trajectory("claude", steps))
+    data = to_data(view)
+    assert list(data) == ["loop_id", "iteration", "source", "steps", "dropped", "unparsed"]
+    assert data["steps"] == [
+        {"step": 1, "thought": "look", "tool": "Read", "target": "a.py", "observation": "ok\nmore"}
+    ]
+    stopped = TraceView("ralph-1", 2, Trajectory("claude", steps, error="bad line", unread=3))
+    assert list(to_data(stopped))[-2:] == ["error", "unread"]
+    assert drawn(stopped).splitlines() == [
+        "ralph-1 iteration 2: 1 steps (claude)",
+        "  1          thought: look",
+        "             Read: a.py",
+        "             → ok",
+        "parsing stopped: bad line",
+        f"3 more lines not read: a trace shows at most {READ_STEPS} steps",
+    ]
+
+
+def test_a_batch_result_json_is_its_fields_with_every_loop() -> None:
+    from ralph.loop.batch import BatchResult, BatchTask, Entry
+
+    entry = Entry(BatchTask("one", "fix it"), "ralph-one-1", status="completed", iteration=2)
+    data = to_data(BatchResult(Path("tasks.yaml"), [entry], interrupted=False))
+    assert list(data) == ["tasks_file", "interrupted", "exit_code", "loops"]
+    assert data["tasks_file"] == "tasks.yaml" and data["exit_code"] == 0
+    assert data["loops"] == [entry.to_json()] and data["loops"][0]["task"] == "fix it"
+
+
+def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
+    from types import SimpleNamespace
+
+    from ralph.loop.preview import Preview
+
+    nothing_checked: Any = SimpleNamespace(outcomes=[], baseline=None)
+    preview = Preview("fix it", "claude", "claude -p", None, nothing_checked, ["a [note]"])
+    data = to_data(preview)
+    assert list(data) == ["task", "actor", "command", "checks", "already_green", "prompt", "notes"]
+    assert data["already_green"] is True and data["checks"] == []
+    assert drawn(preview, width=20).splitlines() == [
+        "actor    claude",
+        "command  claude -p",
+        "checks (baseline on the untouched tree):",
+        "note: a [note]",
+        "nothing to do: no target fails on the untouched tree (the loop would end at once, "
+        "exit 0, already_green)",
+    ]

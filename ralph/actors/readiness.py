@@ -27,7 +27,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ralph import process
 
@@ -44,9 +43,6 @@ class Credentials:
     source: str
     hint: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "source": self.source, "hint": self.hint}
-
 
 @dataclass(frozen=True)
 class AgentProbe:
@@ -61,16 +57,6 @@ class AgentProbe:
     @property
     def ready(self) -> bool:
         return self.path is not None and self.credentials is not None and self.credentials.ok
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "version": self.version,
-            "ready": self.ready,
-            "credentials": self.credentials.to_json() if self.credentials else None,
-            "install": self.install,
-        }
 
 
 def version(binary: str, environ: Mapping[str, str], root: Path) -> str | None:

@@ -33,6 +33,7 @@ from ralph.analyze.facts import (
     state_values,
 )
 from ralph.analyze.prefetch import Prefetch
+from ralph.errors import StoreError
 from ralph.memory.sqlite_cache import open_cache
 from ralph.memory.store import (
     MAX_RECORD_BYTES,
@@ -72,8 +73,6 @@ def _read_state(path: str) -> tuple[StateFacts | None, str]:
     except Unreadable as exc:
         return None, str(exc)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        from ralph.errors import StoreError
-
         try:
             parse_state(Path(path))
         except StoreError as err:

@@ -86,6 +86,7 @@ from ralph.analyze.loop_figures import analyse_loop, loop_created, loop_json, lo
 from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
+from ralph.memory.feedback import acceptance
 from ralph.memory.store import STATUSES, MemoryStore
 from ralph.records import known_sum, sum_costs
 
@@ -236,8 +237,6 @@ def analyze(
         reader.close(forget_unseen=full_scan)
     loops.sort(key=lambda loop: (loop.created_at or "", loop.loop_id))
     filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
-    from ralph.memory.feedback import acceptance
-
     summary = _summarise(loops)
     summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
     return Analysis(summary, loops, invalid, {k: v for k, v in filters.items() if v})

@@ -4,6 +4,8 @@ analyze/report.py's."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ralph.analyze.report import (
@@ -17,11 +19,11 @@ from ralph.analyze.report import (
     series_iterations,
     tokens_text,
 )
-from ralph.glyphs import clip, sparkline
+from ralph.glyphs import clip, plural, sparkline
 from ralph.ids import short_id
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.analyze.stats import Analysis, LoopAnalysis
 
@@ -55,8 +57,7 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
     at most `width` characters (a figure is never split)."""
     s = a.summary
     parts = [
-        f"{s.loops} loop{'' if s.loops == 1 else 's'}, "
-        f"{s.iterations} iteration{'' if s.iterations == 1 else 's'}",
+        f"{plural(s.loops, 'loop')}, {plural(s.iterations, 'iteration')}",
         f"success rate {pct(s.success_rate)} ({s.green_loops} of {s.loops} green)",
     ]
     if s.acceptance.get("reviewed"):
@@ -78,44 +79,59 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
 
 
 def render(a: Analysis, console: Console) -> None:
+    """`ralph analyze` on `console` (tests and the command alike)."""
+    console.print(AnalysisView(a), crop=False)
+
+
+@dataclass
+class AnalysisView:
+    """The analysis on a terminal: the headline, the curve of a single loop, then a table per
+    subject; a narrow terminal gets the loops table's main columns (its JSON form is
+    `analyze.stats.analysis_json`, the documented object)."""
+
+    analysis: Analysis
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.markup import escape
+        from rich.text import Text
+
+        a = self.analysis
+        s = a.summary
+        if not a.loops:
+            yield Text("no loops match" if a.filters else "no loops yet")
+        else:
+            for n, line in enumerate(headline(a, max(40, options.max_width))):
+                yield Text(line, style="bold" if n == 0 else "")
+            if len(a.loops) == 1:
+                yield curve(a.loops[0])
+            yield from _loops(a, options.max_width >= WIDE_TERMINAL)
+            yield from _success(a)
+            yield from _categories(a)
+            yield from _effectiveness(a)
+            yield from _breakthroughs(a)
+            from ralph.analyze import trace_stats
+
+            actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
+            if actions:
+                yield Text(actions)
+            if s.recurring_root_causes:
+                table = _table(
+                    "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
+                )
+                for c in s.recurring_root_causes[:20]:
+                    table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
+                yield table
+        if a.invalid_files:
+            yield Text(f"{len(a.invalid_files)} invalid file(s), skipped:", style="yellow")
+            for f in a.invalid_files[:20]:
+                yield Text(f"  {f.path}: {f.reason}")
+
+
+def _loops(a: Analysis, wide: bool) -> Iterator[Any]:
+    """Narrow terminals keep the figures that matter most; --csv and --json have them all."""
     from rich.markup import escape
+    from rich.text import Text
 
-    s = a.summary
-    if not a.loops:
-        console.print("no loops match" if a.filters else "no loops yet")
-    else:
-        for n, line in enumerate(headline(a, max(40, console.width))):
-            console.print(f"[bold]{escape(line)}[/]" if n == 0 else escape(line))
-        if len(a.loops) == 1:
-            console.print(curve(a.loops[0]))
-        _render_loops(a, console)
-        _render_success(a, console)
-        _render_categories(a, console)
-        _render_effectiveness(a, console)
-        _render_breakthroughs(a, console)
-        from ralph.analyze import trace_stats
-
-        actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
-        if actions:
-            console.print(actions, markup=False)
-        if s.recurring_root_causes:
-            table = _table(
-                "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
-            )
-            for c in s.recurring_root_causes[:20]:
-                table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
-            console.print(table)
-    if a.invalid_files:
-        console.print(f"[yellow]{len(a.invalid_files)} invalid file(s), skipped:[/]")
-        for f in a.invalid_files[:20]:
-            console.print(f"  {escape(f.path)}: {escape(f.reason)}")
-
-
-def _render_loops(a: Analysis, console: Console) -> None:
-    from rich.markup import escape
-
-    # Narrow terminals keep the figures that matter most; --csv and --json have them all.
-    wide = console.width >= WIDE_TERMINAL
     columns = ["loop", "status", "iter", "green", "reward", "rate"]
     if wide:
         columns += ["jumps", "errors", "tokens", "cost", "time", "stop"]
@@ -139,20 +155,22 @@ def _render_loops(a: Analysis, console: Console) -> None:
                 escape(loop.stop_reason or "-"),
             ]
         table.add_row(*cells)
-    console.print(table)
+    yield table
     if len(a.loops) > MAX_ROWS:
-        console.print(f"[dim]{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv[/]")
+        yield Text(f"{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv", style="dim")
 
 
-def _render_success(a: Analysis, console: Console) -> None:
+def _success(a: Analysis) -> Iterator[Any]:
+    from rich.text import Text
+
     if not a.summary.success_at_k:
         return
-    console.print("[bold]success@k[/] (share of loops green by iteration k)")
+    yield Text.from_markup("[bold]success@k[/] (share of loops green by iteration k)")
     for k, share in a.summary.success_at_k.items():
-        console.print(f"  k={k:<3} {bar(share, 40)} {pct(share):>4}", highlight=False)
+        yield Text(f"  k={k:<3} {bar(share, 40)} {pct(share):>4}")
 
 
-def _render_categories(a: Analysis, console: Console) -> None:
+def _categories(a: Analysis) -> Iterator[Any]:
     cats = a.summary.failure_categories
     if not cats:
         return
@@ -166,20 +184,20 @@ def _render_categories(a: Analysis, console: Console) -> None:
             str(c.loops),
             num(c.iterations_per_loop, 1),
         )
-    console.print(table)
+    yield table
 
 
-def _render_effectiveness(a: Analysis, console: Console) -> None:
+def _effectiveness(a: Analysis) -> Iterator[Any]:
     eff = a.summary.effectiveness
     if not eff.overall.uses and not eff.lessons.uses:
         return
     table = _table("reflection effectiveness", ["", "uses", "improved when in context"])
     for row in effectiveness_rows(a):
         table.add_row(*(str(cell) for cell in row))
-    console.print(table)
+    yield table
 
 
-def _render_breakthroughs(a: Analysis, console: Console) -> None:
+def _breakthroughs(a: Analysis) -> Iterator[Any]:
     from rich.markup import escape
 
     jumps = [(loop, b) for loop in a.loops for b in loop.breakthroughs]
@@ -202,7 +220,7 @@ def _render_breakthroughs(a: Analysis, console: Console) -> None:
             f"{b.reward_before:.2f} → {b.reward:.2f}",
             after,
         )
-    console.print(table)
+    yield table
 
 
 def curve(loop: LoopAnalysis, height: int = 10, width: int = 60) -> Any:

@@ -15,6 +15,7 @@ import typer
 
 from ralph import __version__
 from ralph.cli import doctor, finish, hook, loops, many, project, reflections, serve
+from ralph.cli.common import clean
 from ralph.errors import RalphError
 
 app = typer.Typer(
@@ -67,8 +68,6 @@ def _root(
 
 
 def fail(error: RalphError) -> NoReturn:
-    from ralph.cli.common import clean  # a message may quote text from outside
-
     sys.stderr.write(f"ralph: error: {clean(error.message)}\n")
     if error.hint:
         sys.stderr.write(f"hint: {clean(error.hint)}\n")
@@ -93,8 +92,6 @@ def main() -> None:
         if os.environ.get("RALPH_DEBUG"):
             raise
         if show is None:
-            from ralph.cli.common import clean
-
             sys.stderr.write(
                 f"ralph: internal error: {type(error).__name__}: {clean(str(error))}\n"
             )

@@ -6,14 +6,17 @@ Both write to stderr, so `ralph batch --json` prints exactly one JSON object on 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ralph.cli.live import PlainReporter
+from ralph.cli.common import console
+from ralph.cli.live import PlainReporter, is_ci
 from ralph.glyphs import changed_text, clip, sparkline
 from ralph.loop.batch import BatchView
+from ralph.rendering import reward_text
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.loop.batch import Entry
 
@@ -53,8 +56,6 @@ class LiveView(PlainView):
         super().__init__()
         from rich.live import Live
 
-        from ralph.cli.common import console
-
         self.console = console(stderr=True)  # the one clean console: a loop's error quotes it
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.entries: list[Entry] = []
@@ -79,7 +80,17 @@ class LiveView(PlainView):
         self.live.stop()
         super().end(entries)
 
-    def _table(self) -> RenderableType:
+    def _table(self) -> BatchTable:
+        return BatchTable(self.entries)
+
+
+@dataclass
+class BatchTable:
+    """Every loop of the batch as it was last seen: one row each, redrawn by the live view."""
+
+    entries: list[Entry]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich import box
         from rich.table import Table
         from rich.text import Text
@@ -88,18 +99,17 @@ class LiveView(PlainView):
         for column in ("task", "loop", "status", "iter", "best", "rewards", "changed"):
             table.add_column(column, overflow="fold" if column == "loop" else "ellipsis")
         for entry in self.entries:
-            best = "-" if entry.best_reward is None else f"{entry.best_reward:.2f}"
             limit = entry.task.max_iterations
             table.add_row(
                 clip(entry.task.name, 30),
                 entry.loop_id,
                 _styled(entry.status),
                 f"{entry.iteration}/{limit}" if limit else str(entry.iteration),
-                best,
+                reward_text(entry.best_reward),
                 sparkline(entry.rewards),
                 Text(changed_text(entry.changed_files, limit=3) if entry.changes_read else ""),
             )
-        return table
+        yield table
 
 
 STYLES = {"completed": "green", "failed": "red", "error": "red", "running": "cyan"}
@@ -113,8 +123,6 @@ def _styled(status: str) -> Any:
 
 def make_view() -> BatchView:
     """Plain lines in CI or a pipe, the live table on a terminal."""
-    from ralph.cli import live as ui
-
-    if ui.is_ci():
+    if is_ci():
         return PlainView()
     return LiveView()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.base import CheckOutcome, Evaluation
-from ralph.glyphs import first_line
+from ralph.glyphs import first_line, plural
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -71,5 +71,5 @@ def _counts(outcome: CheckOutcome) -> str:
     if parser in ("mypy", "ruff"):
         n = outcome.error_count
         kind = "type error" if parser == "mypy" else "lint error"
-        return "clean" if n == 0 else f"{n} {kind}{'s' if n != 1 else ''}"
+        return "clean" if n == 0 else plural(n, kind)
     return f"exit code {outcome.result.exit_code}"

@@ -10,6 +10,7 @@ stdout for plain text (CSV, a stored prompt)."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ import typer
 
 from ralph.escapes import strip_escapes
 from ralph.redact import may_change_json, redact, redact_data
+from ralph.rendering import to_data
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderableType
@@ -139,8 +141,6 @@ def print_json(data: Any) -> None:
     """One JSON document on stdout: what `--json` prints, for scripts and CI. Its strings are
     redacted; control characters are escaped (JSON does C0, C1 here), so none reaches a
     terminal that shows the document."""
-    import json
-
     text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
     if may_change_json(text):
         text = json.dumps(redact_data(data), indent=2, ensure_ascii=False, allow_nan=False)
@@ -152,8 +152,6 @@ def show(result: Any, *, as_json: bool = False) -> None:
     `print_json`, or drawn by itself (`__rich_console__`) on `console()`. Lines are never
     cropped: a listing's plain rows stay whole at any width."""
     if as_json:
-        from ralph.rendering import to_data
-
         print_json(to_data(result))
     else:
         console().print(result, crop=False)

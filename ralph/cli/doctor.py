@@ -20,7 +20,7 @@ import typer
 from ralph.cli.common import ConfigOpt, show
 from ralph.cli.diagnosis import Diagnosis, Row
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
-from ralph.errors import PreflightError, RalphError
+from ralph.errors import PreflightError, RalphError, StoreError
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
@@ -238,7 +238,6 @@ def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
 def _loop_of_branch(store: MemoryStore, branch: str) -> LoopState | None:
     """The state of the loop whose branch this is (`ids.loop_branch`, or `ralph/<loop-id>` of
     loops started before), or None."""
-    from ralph.errors import StoreError
     from ralph.ids import LOOP_ID_PATTERN
 
     rest = branch.removeprefix("ralph/")

@@ -14,6 +14,7 @@ from ralph.cli.common import (
     loop_in,
     memory,
     print_json,
+    show,
     text_out,
 )
 from ralph.cli.sandboxing import (
@@ -62,7 +63,7 @@ def batch_command(
 
     result = batch.run_batch(tasks_file, jobs=jobs, resume=resume, view=make_view())
     if as_json:
-        print_json(result.to_json())
+        show(result, as_json=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -195,4 +196,4 @@ def analyze(
     elif as_csv:
         analysis_report.write_csv(result, text_out())
     elif html is None:
-        analyze_view.render(result, console())
+        show(analyze_view.AnalysisView(result))

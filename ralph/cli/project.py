@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ralph.cli import early
 from ralph.cli.common import (
     ConfigOpt,
     JsonFlag,
@@ -34,8 +37,6 @@ def init(
 ) -> None:
     """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
     a check that already fails is written as a guard, one that cannot run is left out."""
-    from dataclasses import replace
-
     from ralph.config import Role
     from ralph.evaluators import detect
 
@@ -102,7 +103,6 @@ def check(
 ) -> None:
     """Run the evaluator once on the working tree; exit 0 when green, 1 when not."""
     from ralph import config
-    from ralph.cli import early
     from ralph.cli.check_view import CheckReport
     from ralph.cli.progress import check_progress
     from ralph.loop import assembly as runner
@@ -137,8 +137,6 @@ def demo(
 ) -> None:
     """Run the whole loop offline on a small buggy repository (scripted actor by default); the
     repository is removed at the end unless --keep names where to build it."""
-    import shutil
-
     from ralph.cli import demo
     from ralph.cli import live as ui
     from ralph.loop import assembly as runner

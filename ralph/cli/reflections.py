@@ -20,6 +20,7 @@ from ralph.cli.common import (
     show,
     text_out,
 )
+from ralph.glyphs import plural
 
 LoopOpt = Annotated[
     str | None,
@@ -73,7 +74,7 @@ def trace_command(
     from ralph.cli.trace_view import show_trace
 
     store = memory()
-    show_trace(store, loop_in(store, loop), iteration, console(), as_json=as_json)
+    show_trace(store, loop_in(store, loop), iteration, as_json=as_json)
 
 
 def prompt_command(
@@ -215,9 +216,8 @@ def reflections_export(
     counts = export_records(store, loops, zip_path=zip_file, folder=folder)
     total = sum(n for _, n in counts)
     where = zip_file if zip_file is not None else folder
-    loops_word = "loop" if len(counts) == 1 else "loops"
     console(stderr=True).print(
-        f"exported {total} records of {len(counts)} {loops_word} to {where}",
+        f"exported {total} records of {plural(len(counts), 'loop')} to {where}",
         markup=False,
         soft_wrap=True,
     )

@@ -7,7 +7,7 @@ curve, and what each failed attempt's reflection found (root cause, category, le
 from __future__ import annotations
 
 from ralph.errors import StoreError
-from ralph.glyphs import clip, sparkline
+from ralph.glyphs import clip, plural, sparkline
 from ralph.ids import validate_loop_id
 from ralph.memory.store import LoopState, MemoryStore
 
@@ -54,8 +54,8 @@ def loop_markdown(store: MemoryStore, loop_id: str) -> str:
     lines = [
         f"### ralph: {_cell(task, 200)}",
         "",
-        f"**{status}**{f' ({stop})' if stop else ''} after {len(records)} "
-        f"iteration{'' if len(records) == 1 else 's'}, best reward "
+        f"**{status}**{f' ({stop})' if stop else ''} after "
+        f"{plural(len(records), 'iteration')}, best reward "
         f"{'-' if best is None else f'{best:.2f}'} · loop `{loop_id}`" + branch,
         "",
         f"Reward curve: `{sparkline(curve)}` "

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
+from ralph.cli.common import show
 from ralph.errors import StoreError
 from ralph.ids import validate_loop_id
 from ralph.reading import Unreadable
+from ralph.rendering import lines
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.memory.store import MemoryStore
 
@@ -37,26 +40,13 @@ def trace_path(store: MemoryStore, loop_id: str, iteration: int | None) -> tuple
     return iteration, path
 
 
-def show_trace(
-    store: MemoryStore, loop_id: str, iteration: int | None, console: Console, *, as_json: bool
-) -> None:
+def show_trace(store: MemoryStore, loop_id: str, iteration: int | None, *, as_json: bool) -> None:
     number, path = trace_path(store, loop_id, iteration)
     try:
         trajectory = read(path)
     except Unreadable as exc:
         raise StoreError(f"{path}: {exc}") from None
-    if as_json:
-        data = {
-            "loop_id": loop_id,
-            "iteration": number,
-            **trajectory.meta(),
-            "steps": [step.to_json(i) for i, step in enumerate(trajectory.steps, 1)],
-        }
-        from ralph.cli.common import print_json
-
-        print_json(data)
-        return
-    render_trace(loop_id, number, trajectory, console)
+    show(TraceView(loop_id, number, trajectory), as_json=as_json)
 
 
 def _elapsed(step: Step, start: datetime | None) -> str:
@@ -73,31 +63,72 @@ def _when(ts: str | None) -> datetime | None:
         return None
 
 
-def render_trace(loop_id: str, iteration: int, trajectory: Trajectory, console: Console) -> None:
-    """Step, elapsed, tool, detail; thoughts dimmed. Plain lines without a terminal."""
-    times = [w for w in (_when(s.ts) for s in trajectory.steps) if w is not None]
-    start = min(times) if times else None
-    title = f"{loop_id} iteration {iteration}: {len(trajectory.steps)} steps ({trajectory.source})"
-    if console.is_terminal:
-        _table(title, trajectory, start, console)
-    else:
-        console.print(title, markup=False)
-        for i, step in enumerate(trajectory.steps, 1):
-            _plain_step(i, step, start, console)
-    if trajectory.dropped:
-        console.print(f"{trajectory.dropped} steps left out to bound the trace", markup=False)
-    if trajectory.unparsed:
-        console.print(f"{trajectory.unparsed} lines of output were not JSON", markup=False)
-    if trajectory.error:
-        console.print(f"parsing stopped: {trajectory.error}", markup=False)
-    if trajectory.unread:
-        console.print(
-            f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps",
-            markup=False,
+@dataclass
+class TraceView:
+    """An attempt's trajectory: step, elapsed, tool, detail (thoughts dimmed) in a table, plain
+    lines without a terminal. Its JSON form (`json_fields`) names an error or unread lines
+    only when there are some."""
+
+    loop_id: str
+    iteration: int
+    trajectory: Trajectory
+
+    @property
+    def json_fields(self) -> tuple[str, ...]:
+        names = ("loop_id", "iteration", "source", "steps", "dropped", "unparsed")
+        return names + tuple(n for n in ("error", "unread") if getattr(self.trajectory, n))
+
+    @property
+    def source(self) -> str:
+        return self.trajectory.source
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return [step.to_json(i) for i, step in enumerate(self.trajectory.steps, 1)]
+
+    @property
+    def dropped(self) -> int:
+        return self.trajectory.dropped
+
+    @property
+    def unparsed(self) -> int:
+        return self.trajectory.unparsed
+
+    @property
+    def error(self) -> str | None:
+        return self.trajectory.error
+
+    @property
+    def unread(self) -> int:
+        return self.trajectory.unread
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        trajectory = self.trajectory
+        times = [w for w in (_when(s.ts) for s in trajectory.steps) if w is not None]
+        start = min(times) if times else None
+        title = (
+            f"{self.loop_id} iteration {self.iteration}: {len(trajectory.steps)} steps "
+            f"({trajectory.source})"
         )
+        if console.is_terminal:
+            yield _table(title, trajectory, start)
+        else:
+            yield from lines(title)
+            for i, step in enumerate(trajectory.steps, 1):
+                yield from lines(*_plain_step(i, step, start))
+        if trajectory.dropped:
+            yield from lines(f"{trajectory.dropped} steps left out to bound the trace")
+        if trajectory.unparsed:
+            yield from lines(f"{trajectory.unparsed} lines of output were not JSON")
+        if trajectory.error:
+            yield from lines(f"parsing stopped: {trajectory.error}")
+        if trajectory.unread:
+            yield from lines(
+                f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps"
+            )
 
 
-def _table(title: str, trajectory: Trajectory, start: datetime | None, console: Console) -> None:
+def _table(title: str, trajectory: Trajectory, start: datetime | None) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
@@ -120,18 +151,20 @@ def _table(title: str, trajectory: Trajectory, start: datetime | None, console: 
                 first = step.observation.strip().splitlines()[0][:160]
                 detail += f"\n[dim]→ {escape(first)}[/]"
             table.add_row(number, elapsed, escape(step.tool), detail)
-    console.print(table)
+    return table
 
 
-def _plain_step(i: int, step: Step, start: datetime | None, console: Console) -> None:
+def _plain_step(i: int, step: Step, start: datetime | None) -> list[str]:
     elapsed = _elapsed(step, start)
     head = f"{i:>3} {elapsed:>8} "
+    out = []
     if step.thought:
-        console.print(f"{head}thought: {step.thought.replace(chr(10), ' ')[:300]}", markup=False)
+        out.append(f"{head}thought: {step.thought.replace(chr(10), ' ')[:300]}")
         head = " " * len(head)
     if step.tool:
         failed = "  FAILED" if step.ok is False else ""
-        console.print(f"{head}{step.tool}: {step.target or step.input or ''}{failed}", markup=False)
+        out.append(f"{head}{step.tool}: {step.target or step.input or ''}{failed}")
         if step.observation:
             first = step.observation.strip().splitlines()[0][:160]
-            console.print(f"{' ' * len(head)}→ {first}", markup=False)
+            out.append(f"{' ' * len(head)}→ {first}")
+    return out

@@ -5,8 +5,9 @@ mark, and the date options several commands share."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ralph.cli.common import show
 from ralph.errors import ConfigError, StoreError
 from ralph.ids import validate_loop_id
 
@@ -14,12 +15,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ralph.memory.store import MemoryStore
-
-
-def _print_json(data: Any) -> None:
-    from ralph.cli.common import print_json
-
-    print_json(data)
 
 
 def stored_prompt(store: MemoryStore, loop_id: str, iteration: int | None) -> str:
@@ -81,7 +76,7 @@ def search_reflections(
             limit=limit,
         )
     if as_json:
-        _print_json([hit.to_json() for hit in hits])
+        show(hits, as_json=True)
         return
     console.print(SearchResults(query, hits), crop=False)
 

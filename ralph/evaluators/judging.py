@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.verdicts import Baseline, CheckBaseline, CheckVerdict, Kind
-from ralph.records import BEST_FAILING_REWARD
+from ralph.records import shown_reward
 
 if TYPE_CHECKING:
     from ralph.config import CheckSpec, Role
@@ -237,7 +237,7 @@ def combine(verdicts: Sequence[tuple[float, CheckVerdict]]) -> tuple[bool, float
     - something broken: KEPT_SHARE * K * (1 + P) / 2, below KEPT_SHARE and so below the
       baseline (which kept everything), still ordered by what was kept and fixed;
 
-    at most 0.99 (`BEST_FAILING_REWARD`)."""
+    at most 0.99 (`records.shown_reward`, the one cap)."""
     if all(v.ok for _, v in verdicts):
         return True, 1.0
     progress = _weighted([(w, v.progress) for w, v in verdicts if v.role == "target"], 1.0)
@@ -251,7 +251,7 @@ def combine(verdicts: Sequence[tuple[float, CheckVerdict]]) -> tuple[bool, float
         return False, min(round(reward, 4), KEPT_SHARE - 0.0001)
     else:
         reward = KEPT_SHARE + (1 - KEPT_SHARE) * progress
-    return False, round(min(reward, BEST_FAILING_REWARD), 4)
+    return False, round(shown_reward(reward, passed=False), 4)
 
 
 def _weighted(pairs: Sequence[tuple[float, float]], empty: float) -> float:

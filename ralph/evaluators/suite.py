@@ -182,9 +182,9 @@ class CheckSuite:
     ) -> list[CheckOutcome]:
         """Every check at once, each in a thread of its own; their outcomes, not yet judged.
 
-        Plain threads, not a pool: `concurrent.futures` (and the logging it imports) would cost
-        `ralph check` ~4 ms before its first check starts (cli/early.py). The wait is on an
-        Event, never on `Thread.join`: a Ctrl-C inside a join can mark a running thread as
+        Plain threads, not a pool: `concurrent.futures` (and the logging it imports) would delay
+        `ralph check`'s first check (cli/early.py; `python -X importtime` shows it). The wait is
+        on an Event, never on `Thread.join`: a Ctrl-C inside a join can mark a running thread as
         stopped (Python 3.11), and the wait for the killed checks would then end too early.
 
         The tree's fingerprint is taken before and compared after (workspace/fingerprint.py):

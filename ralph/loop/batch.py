@@ -34,11 +34,12 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
+from ralph.glyphs import plural
 from ralph.ids import new_loop_id
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.redact import redact
@@ -243,6 +244,7 @@ class Entry:
         return moved
 
     def to_json(self) -> dict[str, Any]:
+        """Written by hand: its `task` is the task's text, the entry's the whole BatchTask."""
         return {
             "name": self.task.name,
             "task": self.task.task,
@@ -308,6 +310,10 @@ class BatchView(Protocol):
 
 @dataclass
 class BatchResult:
+    """What `ralph batch --json` prints (`json_fields`, through `rendering.to_data`)."""
+
+    json_fields: ClassVar[tuple[str, ...]] = ("tasks_file", "interrupted", "exit_code", "loops")
+
     tasks_file: Path
     entries: list[Entry]
     interrupted: bool
@@ -318,13 +324,9 @@ class BatchResult:
             return 130
         return 0 if all(e.status == "completed" for e in self.entries) else 1
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tasks_file": str(self.tasks_file),
-            "interrupted": self.interrupted,
-            "exit_code": self.exit_code,
-            "loops": [e.to_json() for e in self.entries],
-        }
+    @property
+    def loops(self) -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.entries]
 
 
 class Batch:
@@ -409,7 +411,7 @@ class Batch:
             entry,
             f"{entry.status}"
             + (f" ({entry.stop_reason})" if entry.stop_reason else "")
-            + f": {entry.iteration} iteration{'' if entry.iteration == 1 else 's'}, "
+            + f": {plural(entry.iteration, 'iteration')}, "
             f"best reward {best}, exit {entry.exit_code}"
             + (f" — {entry.error}" if entry.error else ""),
         )

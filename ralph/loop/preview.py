@@ -10,23 +10,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ralph.evaluators.base import BaselineRules, EvaluationRequest
 from ralph.ids import new_loop_id
 from ralph.loop import steps
 from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
+from ralph.rendering import whole
 from ralph.templates import render
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.evaluators.base import CheckOutcome, Evaluation
 
 
 @dataclass
 class Preview:
+    """What the first attempt would be. On a terminal it draws what was looked at (actor,
+    command, checks, notes); the prompt itself goes to stdout apart, so `> prompt.md` keeps
+    just the prompt. Its JSON form (`json_fields`) has all of it."""
+
+    json_fields: ClassVar[tuple[str, ...]] = (
+        "task",
+        "actor",
+        "command",
+        "checks",
+        "already_green",
+        "prompt",
+        "notes",
+    )
+
     task: str
     actor: str  # the actor's name (`auto` resolved)
     command: str  # how an attempt runs, in one line
@@ -34,6 +51,7 @@ class Preview:
     evaluation: Evaluation
     notes: list[str] = field(default_factory=list)
 
+    @property
     def checks(self) -> list[dict[str, Any]]:
         """Each check: its command, what it said on the untouched tree and its role."""
         baseline = self.evaluation.baseline
@@ -52,16 +70,32 @@ class Preview:
             )
         return rows
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "actor": self.actor,
-            "command": self.command,
-            "checks": self.checks(),
-            "already_green": self.prompt is None,
-            "prompt": self.prompt,
-            "notes": self.notes,
-        }
+    @property
+    def already_green(self) -> bool:
+        return self.prompt is None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield whole(f"actor    {self.actor}")
+        yield whole(f"command  {self.command}")
+        yield whole("checks (baseline on the untouched tree):")
+        rows = self.checks
+        width = max((len(row["name"]) for row in rows), default=0)
+        for row in rows:
+            role = row["role"] or "-"
+            yield whole(
+                f"  {row['name']:<{width}}  {row['status']:<5}  {role:<6}  {row['command']}"
+            )
+        for note in self.notes:
+            yield whole(f"note: {note}")
+        if self.already_green:
+            yield whole(
+                "nothing to do: no target fails on the untouched tree (the loop would end at "
+                "once, exit 0, already_green)"
+            )
+        else:
+            yield whole(
+                "dry run: the first prompt follows; no actor ran, no branch or record was made"
+            )
 
 
 def preview_run(

@@ -62,7 +62,7 @@ class Hit:
 
     loop_id: str
     iteration: int
-    score: float
+    score: float  # BM25 relevance, to four decimals
     timestamp: str
     category: str | None
     confidence: float | None
@@ -72,9 +72,6 @@ class Hit:
     root_cause: str | None
     retrieved: int = 0
     helped: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__, score=round(self.score, 4))
 
 
 @dataclass
@@ -325,7 +322,7 @@ class SearchIndex:
             full = " OR ".join(map(_quote, present))
             rows = self.db.execute(sql, [full, *args, limit]).fetchall()
         hits = [
-            Hit(lp, it, -score, ts, cat, conf, bool(passed), bool(obs), summary, root)
+            Hit(lp, it, round(-score, 4), ts, cat, conf, bool(passed), bool(obs), summary, root)
             for lp, it, score, ts, cat, conf, passed, obs, summary, root in rows
         ]
         for hit in hits:

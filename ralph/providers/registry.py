@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
@@ -100,17 +99,6 @@ class ProviderProbe:
     @property
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "configured": self.configured,
-            "key": self.key,
-            "url": self.url,
-            "status": self.status,
-            "ok": self.ok,
-            "detail": self.detail,
-        }
 
 
 def probe_providers(

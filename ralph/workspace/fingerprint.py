@@ -137,7 +137,7 @@ class _Repo:
         directory whose objects are the repository's plus what the guard adds, and whose
         `info/attributes` turns every filter and end-of-line conversion off (it wins over the
         tree's .gitattributes): what is kept is the file's bytes, for every git version."""
-        import binascii  # not hashlib: ~9 ms of import on `ralph check`'s way to its checks
+        import binascii  # not hashlib: its import is on `ralph check`'s way to its checks
 
         name = f"{self.top.name}-{binascii.crc32(os.fsencode(self.top)):08x}"
         from ralph.files import private_tmp
