@@ -17,7 +17,8 @@ Printed for iterations 2-20 and 181-200 (the last 20), as medians over REPEAT lo
 to the floor and the overhead (goal < 50 ms at 181-200, and flat: late / early about 1), and the
 size of the record at iterations 2, 20 and the last (goal: flat from 20, where the at most 10
 related reflections a record names are all there: bounded by omega, not by the iteration) and
-of state.json. Start-up (imports, config, preflight, branch, baseline) is paid
+of state.json. The loop runs with `--sandbox none`: bubblewrap's start per process is
+measured by bench/sandbox.py. Start-up (imports, config, preflight, branch, baseline) is paid
 once per loop and reported on its own.
 """
 
@@ -96,6 +97,7 @@ def one_loop(iterations: int, no_git: bool) -> dict[str, Any]:
             "max_iterations": iterations,
             "patience": iterations + 1,
             "no_git": no_git or None,
+            "sandbox": "none",  # ralph's own cost; bench/sandbox.py measures bubblewrap's
         }
         clock = Clock()
         began = time.perf_counter()
