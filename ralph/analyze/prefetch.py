@@ -9,10 +9,10 @@ been cached and still checks every file's stat against it. Off Linux (macOS's sy
 are not fork-safe, Windows has no fork), on one core, while another thread runs (forking it is
 unsafe), or when the child fails, the parent reads everything itself: the same answer, later.
 
-Its gain needs the second core free: measured with bench/ab.py on bench/analyze.py's project
-(1,000 loops of 20 records, cold) on a 2-core machine at load ~4 (no core free): 2.25 -> 2.56 s,
-a loss; bench/analyze.py's cold ratio 1.86-1.95 without it, 1.89-2.07 with it. To be measured
-again on a quiet machine, where it was made for.
+Its gain needs the second core free. Measured with bench/analyze.py (1,000 loops of 20
+records, cold, 2 cores): quiet (load ~1), 1.32 s without it -> 0.89 s with it (cold ratio to
+plain reading 1.85 -> 1.28: the goal of 1.5 is met only with it); with no core free (load ~4,
+bench/ab.py) 2.25 -> 2.56 s, a loss, so it is kept for the quiet machine it was made for.
 """
 
 from __future__ import annotations
