@@ -4,6 +4,7 @@ the tests make without a loop."""
 
 from collections.abc import Iterable
 
+from ralph import testing
 from ralph.records import (
     ActorOutput,
     EvaluatorOutput,
@@ -13,49 +14,9 @@ from ralph.records import (
     SelfReflection,
     Usage,
 )
-from ralph.testing import (
-    PASSING,
-    TEST_FILE,
-    TEST_TEXT,
-    TESTS,
-    VERSIONS,
-    WEAKENED,
-    Crash,
-    FakeActor,
-    FakeChat,
-    FakeTests,
-    FakeWorkspace,
-    Loop,
-    MockEvaluator,
-    RecordingReporter,
-    Step,
-    fake_evaluator,
-    make_loop,
-    write,
-)
+from ralph.testing import *  # noqa: F403 (every fake, under the name the tests have always used)
 
-__all__ = [
-    "PASSING",
-    "TESTS",
-    "TEST_FILE",
-    "TEST_TEXT",
-    "VERSIONS",
-    "WEAKENED",
-    "Crash",
-    "FakeActor",
-    "FakeChat",
-    "FakeTests",
-    "FakeWorkspace",
-    "Loop",
-    "MockEvaluator",
-    "RecordingReporter",
-    "Step",
-    "fake_evaluator",
-    "make_loop",
-    "record",
-    "texts",
-    "write",
-]
+__all__ = [*testing.__all__, "record", "texts"]
 
 
 def record(
