@@ -222,6 +222,18 @@ def test_resolve_loop_id_takes_ids_prefixes_and_latest(tmp_path: Path) -> None:
         store.resolve_loop_id("../x")
 
 
+def test_the_short_id_every_screen_shows_names_its_loop(tmp_path: Path, ralph: RunCli) -> None:
+    """`ralph(2c2c2c2c): iteration 1` in a commit, `2c2c2c2c` in analyze: the same id works
+    wherever a loop is asked for, here and through the CLI."""
+    ids = ("ralph-fix-dates-0a0a0a0a", "ralph-add-cache-2c2c2c2c")
+    store = _store_with(tmp_path, *ids)
+    assert store.resolve_loop_id("2c2c2c2c") == ids[1]
+    assert store.resolve_loop_id("0a0a0a0a") == ids[0]
+    result = ralph("status", "2c2c2c2c", "--json", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["loop_id"] == ids[1]
+
+
 def test_an_ambiguous_prefix_lists_at_most_a_few_candidates(tmp_path: Path) -> None:
     store = _store_with(tmp_path, *(f"ralph-many-{n:08x}" for n in range(12)))
     with pytest.raises(StoreError) as info:

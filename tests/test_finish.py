@@ -156,7 +156,7 @@ def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_ac
     on_loop_branch = ralph("apply", loop_id, cwd=repo)
     assert on_loop_branch.code == 2 and "is checked out" in on_loop_branch.err
     git(repo, "switch", "-q", "main")
-    result = ralph("apply", loop_id, cwd=repo)
+    result = ralph("apply", cwd=repo)  # the latest loop, as `ralph status` takes it
     assert result.code == 0, result.err
     assert "applied iteration 3" in result.out and "calc.py" in result.out
     assert git(repo, "rev-parse", "HEAD") == git(repo, "rev-parse", "main")  # nothing committed

@@ -42,7 +42,7 @@ def complete_loop_id(incomplete: str) -> list[str]:
     return [w for w in words if w.startswith(incomplete) or w.startswith("ralph-" + incomplete)]
 
 
-LOOP_HELP = "Loop id, a unique prefix of it, or `latest`."
+LOOP_HELP = "Loop id, a unique prefix of it, its short id (8 hex characters), or `latest`."
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 LoopArg = Annotated[
     str, typer.Argument(metavar="LOOP", help=LOOP_HELP, autocompletion=complete_loop_id)

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from ralph.cli.common import JsonFlag, LoopArg, loop_in, memory, show
+from ralph.cli.common import JsonFlag, OptionalLoopArg, loop_in, memory, show
 
 
 def apply(
-    loop: LoopArg,
+    loop: OptionalLoopArg = None,
     iteration: Annotated[
         int | None,
         typer.Option("--iteration", help="Apply this iteration; default the best.", min=1),
@@ -23,13 +23,14 @@ def apply(
     as_json: JsonFlag = False,
 ) -> None:
     """Bring a loop's best (or chosen) iteration onto the current branch as uncommitted changes,
-    as `git merge --squash` would; refuses a tree with uncommitted changes, and a loop that did
-    not succeed unless --iteration or --force says so. Applying a success counts as accepted."""
+    as `git merge --squash` would (default: the latest loop, as `status`); refuses a tree with
+    uncommitted changes, and a loop that did not succeed unless --iteration or --force says so.
+    Applying a success counts as accepted."""
     from ralph.loop.handoff import apply_loop
 
     store = memory()
     store.require()
-    done = apply_loop(store, loop_in(store, loop), iteration, force=force)
+    done = apply_loop(store, loop_in(store, loop or "latest"), iteration, force=force)
     show(done, as_json=as_json)
     if done.conflicts:
         raise typer.Exit(1)

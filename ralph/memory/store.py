@@ -26,7 +26,7 @@ from ralph.files import (
     read_json,
     writable_hint,
 )
-from ralph.ids import LOOP_ID_PATTERN, validate_loop_id
+from ralph.ids import LOOP_ID_PATTERN, short_id, validate_loop_id
 from ralph.memory.locks import acquire, lock_path, process_identity, read_holder
 from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
 from ralph.reading import MB, Unreadable, read_json_bounded
@@ -310,19 +310,16 @@ class MemoryStore:
         return listings[-1].loop_id
 
     def resolve_loop_id(self, text: str) -> str:
-        """The loop a user means: its id, `latest`, or a unique prefix of the id (with or
-        without `ralph-`), as git takes a commit. An ambiguous prefix names the candidates."""
+        """The loop a user means: its id, `latest`, a unique prefix (with or without `ralph-`)
+        as git takes a commit, or the short id every screen shows (`ids.short_id`); an
+        ambiguous prefix names the candidates."""
         text = (text or "").strip()
         if text == "latest":
             return self.latest_loop()
         ids = self.loop_ids()
         if text in ids:
             return text
-        candidates = [
-            i
-            for i in ids
-            if text and (i.startswith(text) or i.removeprefix("ralph-").startswith(text))
-        ]
+        candidates = [i for i in ids if text and (_prefixed(i, text) or short_id(i) == text)]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:
@@ -332,8 +329,7 @@ class MemoryStore:
                 f"unknown loop {text!r}",
                 hint="`ralph reflections list` shows the loops; `latest` is the newest",
             )
-        shown = ", ".join(candidates[:MAX_CANDIDATES])
-        extra = len(candidates) - MAX_CANDIDATES
+        shown, extra = ", ".join(candidates[:MAX_CANDIDATES]), len(candidates) - MAX_CANDIDATES
         more = f" and {extra} more" if extra > 0 else ""
         raise StoreError(
             f"loop {text!r} is ambiguous: {shown}{more}", hint="type more of the loop id"
@@ -448,3 +444,7 @@ def parse_state(path: Path) -> LoopState:
     except (RalphError, TypeError, ValueError, KeyError) as exc:  # say, settings it cannot read
         why = exc.message if isinstance(exc, RalphError) else str(exc)
         raise StoreError(f"{path}: invalid loop state: {why}") from None
+
+
+def _prefixed(loop_id: str, text: str) -> bool:
+    return loop_id.removeprefix("ralph-").startswith(text) or loop_id.startswith(text)
