@@ -403,13 +403,13 @@ def test_heuristic_insists_on_a_new_approach_when_the_failure_repeats() -> None:
             "runtime_error",
             "ModuleNotFoundError: No module named 'yaml'",
             False,
-            "configuration_error",
+            "integration_error",
         ),
         (
             "runtime_error",
             "ImportError: cannot import name 'parse' from 'dates'",
             True,
-            "configuration_error",
+            "integration_error",  # not at the baseline: the attempt's own, never a hallucination
         ),
         ("type_error", "Incompatible return value type", False, "incorrect_assumption"),
         ("type_error", "Incompatible return value type", True, "incorrect_assumption"),

@@ -49,14 +49,15 @@ def guess_category(
     errors: Sequence[Diagnostic], changed: bool, *, fixed: bool = False, broke: bool = False
 ) -> FailureCategory:
     """The category follows the top failure's own type (an assertion is a logic error, an
-    import that fails is configuration): what broke or was fixed only decides when the
-    failure itself says nothing, so a plain failing assertion is never an integration error."""
+    import the attempt made fail an integration error, never a hallucination): what broke or
+    was fixed only decides when the failure itself says nothing, so a plain failing assertion
+    is never an integration error. `errors`: what the attempt broke first, if any."""
     if not changed:
         return "incomplete_implementation"
     if errors:
         top = errors[0]
-        if top.is_import_failure():
-            return "configuration_error"
+        if top.is_import_failure():  # the attempt's own (one at the baseline is the
+            return "integration_error"  # environment's, `ENVIRONMENT_CATEGORY`): a lesson to keep
         if INVENTED.search(top.message):
             return "hallucination"
         category = CATEGORY_BY_TYPE.get(top.type, "other")
