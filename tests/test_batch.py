@@ -92,6 +92,8 @@ def test_three_tasks_two_at_a_time_each_on_its_branch_and_the_checkout_untouched
     assert (repo / "calc.py").read_text() == CALC
     assert git(repo, "status", "--porcelain") == "?? .aiwg/"
     assert "[add] started" in result.err and "batch: 2/3 loops green" in result.err
+    assert f"[add]   apply   ralph apply {loops['add']['loop_id']}\n" in result.err
+    assert f"ralph apply {loops['mul']['loop_id']}" not in result.err  # it changed nothing
     # nothing is left to resume: finished loops are reported as they are
     again = ralph("batch", str(tasks), "--resume", "--json", cwd=repo)
     assert again.code == 1
@@ -285,6 +287,36 @@ def test_the_live_table_shows_every_loop() -> None:
     console.print(view._table())
     text = console.export_text()
     assert "ralph-add-00000001" in text and "running" in text and "2/4" in text and "0.50" in text
+
+
+def test_the_plain_summary_names_each_loops_status_branch_changes_and_apply_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ralph.cli.batch_view import PlainView
+    from ralph.loop.batch import BatchTask, Entry
+
+    calc = [{"path": "calc.py", "added": 1, "removed": 1}]
+    done = Entry(BatchTask("add", "fix add"), "ralph-add-00000001", status="completed")
+    failed = Entry(BatchTask("mul", "fix mul"), "ralph-mul-00000002", status="failed")
+    broken = Entry(BatchTask("div", "fix div"), "ralph-div-00000003", status="error")
+    for entry, branch in ((done, "ralph/add-00000001"), (failed, "ralph/mul-00000002")):
+        entry.branch, entry.changed_files, entry.changes_read = branch, calc, True
+    failed.stop_reason = "limit"
+    broken.error = "cannot start: no such actor"
+    PlainView().end([done, failed, broken])
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines == [
+        "[add] ralph-add-00000001 completed",
+        "[add]   branch  ralph/add-00000001",
+        "[add]   changed 1 file: calc.py +1 -1",
+        "[add]   apply   ralph apply ralph-add-00000001",
+        "[mul] ralph-mul-00000002 failed (limit)",
+        "[mul]   branch  ralph/mul-00000002",
+        "[mul]   changed 1 file: calc.py +1 -1",
+        "[mul]   apply   ralph apply ralph-mul-00000002 --force",
+        "[div] ralph-div-00000003 error: cannot start: no such actor",
+        "batch: 1/3 loops green",
+    ]
 
 
 def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:

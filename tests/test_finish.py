@@ -403,3 +403,37 @@ def test_a_loop_on_an_old_style_branch_resumes_on_it(ralph: RunCli, repo: Path) 
     assert json.loads(resumed.out)["branch"] == old
     assert git(repo, "branch", "--show-current") == old
     assert subjects(repo, old)[0].startswith(f"ralph({loop_id[-8:]}): iteration 3 — ")
+
+
+ROLLED_BACK_AGENT = """#!/bin/sh
+case "$RALPH_ITERATION" in
+  1) printf 'build/\\n' > .gitignore ;;
+  *) sed -i 's/a - b/a + b/' calc.py ;;
+esac
+"""
+GUARD = "sh -c 'grep -q pycache .gitignore'"  # passes before the loop; iteration 1 breaks it
+
+
+def test_apply_prepares_ralphs_commit_message_without_the_reverted_attempt(
+    ralph: RunCli, repo: Path
+) -> None:
+    """Iteration 1 breaks a passing check and is rolled back, 2 fixes add: after apply, `git commit
+    --no-edit` commits ralph's message (the task, the loop, what turned green, what was kept),
+    not git's "Squashed commit of the following:" list of every commit of the loop branch."""
+    agent = repo.parent / "agent.sh"
+    agent.write_text(ROLLED_BACK_AGENT)
+    summary = run_loop(ralph, repo, "--check", GUARD, task="fix add so it adds")
+    assert summary["status"] == "completed", summary["_err"]
+    assert "iteration 1 broke what worked before" in str(summary["_err"])
+    loop_id = str(summary["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", loop_id, cwd=repo).code == 0
+    git(repo, "commit", "-q", "--no-edit")
+    message = git(repo, "log", "-1", "--format=%B")
+    assert message.splitlines()[0] == "fix add so it adds"
+    assert f"Loop: {loop_id}, iteration 2, reward 1.00" in message
+    assert f"Checks now green: {Path(sys.executable).name}" in message
+    # a `cmd:` agent says nothing of its own: its files, not ralph's stand-in sentence
+    assert "Iterations kept:\n- iteration 2: changed calc.py" in message
+    assert "iteration 1" not in message and "Squashed commit" not in message
+    assert "without a summary of its own" not in message

@@ -194,7 +194,8 @@ def test_a_fix_that_adds_a_new_finding_is_not_done_and_the_next_prompt_names_exa
         "My change fixed 1 target failure (tests/test_calc.py::test_negative)"
         in (reflection["reflection_text"])
     )
-    assert reflection["credit_assignment"]["failure_category"] == "integration_error"
+    category = reflection["credit_assignment"]["failure_category"]
+    assert category == "incomplete_implementation"  # a lint finding, not "integration_error"
 
 
 def test_test_narrows_the_configured_pytest_instead_of_running_it_twice(

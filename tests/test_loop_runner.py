@@ -242,6 +242,19 @@ def test_a_worse_attempt_is_rolled_back_to_the_best_code(tmp_path: Path) -> None
     assert "# Your last attempt was reverted" not in loop.actor.prompts[2]
 
 
+def test_after_a_rollback_the_next_prompt_holds_the_reverted_diff(tmp_path: Path) -> None:
+    """Attempt 1 breaks two passing tests and is rolled back: prompt 2 shows its change, under
+    what it broke, so the agent does not make it again."""
+    loop = make_loop(tmp_path, {1: write("zero"), 2: Step()}, calc="half", max_iterations=2)
+    loop.start()
+    assert loop.reporter.noted("iteration 1 broke what worked before")
+    assert loop.actor.before[2] == VERSIONS["half"]
+    reverted = loop.actor.prompts[2].split("# Your last attempt was reverted")[1]
+    caused, diff = reverted.split("The change of attempt 1 that was reverted")
+    assert "test_one" in caused
+    assert "-    return x if x < 3 else 0\n+    return 0" in diff.split("```")[1]
+
+
 def test_no_rollback_keeps_the_regressed_code(tmp_path: Path) -> None:
     plan = {1: write("partial"), 2: write("half"), 3: Step()}
     loop = make_loop(tmp_path, plan, max_iterations=3, no_rollback=True)

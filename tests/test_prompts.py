@@ -14,7 +14,9 @@ from ralph.evaluators.base import CheckOutcome, Evaluation
 from ralph.loop import prompts
 from ralph.loop import window as memory
 from ralph.records import (
+    Action,
     ActorOutput,
+    Changes,
     CheckResult,
     CheckStatus,
     CreditAssignment,
@@ -290,3 +292,20 @@ def test_reflection_and_repair_templates_render_their_context() -> None:
     repair = templates.render("repair", reflection_repair_context("{oops", ["$: bad thing"]))
     assert "{oops" in repair and "- $: bad thing" in repair
     assert "reflection_text" in repair
+
+
+def test_the_reverted_diff_is_bounded_and_keeps_both_ends() -> None:
+    """Files of 4,000 characters each (a record's per-file cap) would fill a prompt: the
+    reverted attempt's diff keeps its head and tail within `REVERTED_DIFF_TOKENS`."""
+    reverted = record(1, "I broke it.")
+    reverted.actor_output.actions = [
+        Action(
+            "edit_file", f"edit m{i}.py", f"m{i}.py", Changes(1, 1, f"--- a/m{i}.py\n" + "x" * 4000)
+        )
+        for i in range(10)
+    ]
+    view = prompts.reverted_view(1, "the starting point", None, reverted)
+    limit = prompts.REVERTED_DIFF_TOKENS * prompts.CHARS_PER_TOKEN
+    assert view["has_diff"] and len(view["diff"]) <= limit + 60
+    assert view["diff"].startswith("--- a/m0.py") and "characters elided" in view["diff"]
+    assert "--- a/m9.py" not in view["diff"] and view["diff"].endswith("x")

@@ -12,6 +12,7 @@ from ralph import schemas
 from ralph.config import CheckSpec
 from ralph.errors import ProviderError
 from ralph.evaluators.base import CheckOutcome, Evaluation
+from ralph.evaluators.verdicts import CheckVerdict
 from ralph.providers import answers
 from ralph.providers.base import ChatResponse, Message
 from ralph.records import (
@@ -393,19 +394,41 @@ def test_heuristic_insists_on_a_new_approach_when_the_failure_repeats() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "message", "category"),
+    ("kind", "message", "broke", "category"),
     [
-        ("test_failure", "assert 1 == 2", "logic_error"),
-        ("type_error", "Incompatible return value type", "incorrect_assumption"),
-        ("lint_error", "E501 line too long", "incomplete_implementation"),
-        ("syntax_error", "invalid syntax", "incomplete_implementation"),
-        ("runtime_error", "ZeroDivisionError: division by zero", "edge_case_miss"),
-        ("type_error", 'Module "os" has no attribute "frobnicate"', "hallucination"),
-        ("other", "something odd", "other"),
+        ("test_failure", "assert 1 == 2", False, "logic_error"),
+        # a change that broke a passing test with a plain assertion: still a logic error
+        ("test_failure", "AssertionError: assert 3 == 4", True, "logic_error"),
+        (
+            "runtime_error",
+            "ModuleNotFoundError: No module named 'yaml'",
+            False,
+            "integration_error",
+        ),
+        (
+            "runtime_error",
+            "ImportError: cannot import name 'parse' from 'dates'",
+            True,
+            "integration_error",  # not at the baseline: the attempt's own, never a hallucination
+        ),
+        ("type_error", "Incompatible return value type", False, "incorrect_assumption"),
+        ("type_error", "Incompatible return value type", True, "incorrect_assumption"),
+        ("lint_error", "E501 line too long", False, "incomplete_implementation"),
+        ("syntax_error", "invalid syntax", True, "incomplete_implementation"),
+        ("timeout", "timed out after 60 s", True, "logic_error"),
+        ("runtime_error", "ZeroDivisionError: division by zero", False, "edge_case_miss"),
+        ("type_error", 'Module "os" has no attribute "frobnicate"', False, "hallucination"),
+        ("other", "something odd", False, "other"),
+        ("other", "something odd", True, "integration_error"),
     ],
 )
-def test_heuristic_category_follows_the_top_error(kind: str, message: str, category: str) -> None:
-    ev = evaluation({"check": [diag(message, "m.py", 2, type=kind)]})
+def test_heuristic_category_follows_the_top_failure(
+    kind: str, message: str, broke: bool, category: str
+) -> None:
+    error = diag(message, "m.py", 2, type=kind)
+    ev = evaluation({"check": [error]})
+    if broke:
+        ev.outcomes[0].verdict = CheckVerdict("guard", False, regressions=[error])
     r = heuristic_reflection(ev, EDITED, [])
     assert r.credit_assignment is not None and r.credit_assignment.failure_category == category
 

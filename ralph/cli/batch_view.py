@@ -41,12 +41,32 @@ class PlainView:
         """Plain lines are written as events happen."""
 
     def end(self, entries: list[Entry]) -> None:
+        """The summary a person reads after the batch: per loop its status, branch, changed files
+        and the command that takes its work; then how many loops are green."""
         for entry in entries:
-            if entry.changes_read:
-                changed = changed_text(entry.changed_files)
-                self.out.line(f"[{entry.task.name}] {entry.loop_id} changed {changed}")
+            for text in summary_lines(entry):
+                self.out.line(f"[{entry.task.name}] {text}")
         green = sum(1 for e in entries if e.status == "completed")
         self.out.line(f"batch: {green}/{len(entries)} loops green")
+
+
+def summary_lines(entry: Entry) -> list[str]:
+    """One loop's lines in the batch summary: `ralph apply LOOP` only when it has work to
+    apply, with `--force` for a loop that did not succeed (its best still fails its checks)."""
+    head = f"{entry.loop_id} {entry.status}"
+    if entry.stop_reason and entry.stop_reason not in ("success", entry.status):
+        head += f" ({entry.stop_reason})"
+    if entry.error:
+        head += f": {clip(entry.error, 200)}"
+    lines = [head]
+    if entry.branch:
+        lines.append(f"  branch  {entry.branch}")
+    if entry.changes_read:
+        lines.append(f"  changed {changed_text(entry.changed_files)}")
+    if entry.branch and entry.changes_read and entry.changed_files:
+        force = "" if entry.status == "completed" else " --force"
+        lines.append(f"  apply   ralph apply {entry.loop_id}{force}")
+    return lines
 
 
 class LiveView(PlainView):

@@ -124,6 +124,12 @@ def apply_loop(
             f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
     applied = branches.squash(commit, loop_branch=branch)
+    if applied.files or applied.conflicts:
+        from ralph.loop.apply_message import apply_message
+
+        records = store.valid_records(state.loop_id)
+        baseline = store.read_baseline(state.loop_id)
+        branches.write_squash_message(apply_message(state, records, chosen, baseline))
     # only a success's own work is taken as a verdict on it (its lessons then rank higher)
     accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
     if accepted:

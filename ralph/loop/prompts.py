@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.describe import check_summary, diagnostic_view, located_first
 from ralph.records import Diagnostic, IterationRecord
+from ralph.templates import cap
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import CheckOutcome, Evaluation
 
 DIAGNOSTICS_PER_CHECK = 8
+REVERTED_DIFF_TOKENS = 1500  # the reverted attempt's diff in the next prompt
+CHARS_PER_TOKEN = 4  # as templates.estimate_tokens counts
 
 
 def actor_prompt_context(
@@ -140,14 +143,36 @@ def preexisting_lines(evaluation: Evaluation) -> list[str]:
     return lines
 
 
-def reverted_view(iteration: int, where: str, evaluation: Evaluation | None) -> dict[str, Any]:
-    """The prompt's note on an attempt that was rolled back: what it caused, now undone."""
+def reverted_view(
+    iteration: int,
+    where: str,
+    evaluation: Evaluation | None,
+    record: IterationRecord | None = None,
+) -> dict[str, Any]:
+    """The prompt's note on an attempt that was rolled back: what it caused, now undone, and
+    the change itself (its record's diffs, bounded), so the next attempt does not repeat it."""
     caused: list[Diagnostic] = []
     if evaluation is not None:
         broken = [d for o in evaluation.outcomes if o.verdict for d in o.verdict.regressions]
         caused = broken or located_first(evaluation.relevant_errors())
     views = [diagnostic_view(d) for d in caused[:DIAGNOSTICS_PER_CHECK]]
-    return {"iteration": iteration, "where": where, "caused": views, "has_caused": bool(views)}
+    diff = reverted_diff(record) if record is not None else ""
+    return {
+        "iteration": iteration,
+        "where": where,
+        "caused": views,
+        "has_caused": bool(views),
+        "diff": diff,
+        "has_diff": bool(diff),
+    }
+
+
+def reverted_diff(record: IterationRecord) -> str:
+    """The reverted attempt's diff, from its record (already redacted and capped per file),
+    cut to `REVERTED_DIFF_TOKENS` so one large change cannot crowd out the rest of the prompt."""
+    actions = record.actor_output.actions
+    diffs = [a.changes.diff.strip("\n") for a in actions if a.changes and a.changes.diff]
+    return cap("\n".join(d for d in diffs if d), REVERTED_DIFF_TOKENS * CHARS_PER_TOKEN)
 
 
 def reflection_view(record: IterationRecord) -> dict[str, Any]:

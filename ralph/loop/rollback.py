@@ -11,6 +11,7 @@ the best iteration the same way. Only with commits to return to (git) and withou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,3 +62,27 @@ def rollback_after(
 def _fixed(record: IterationRecord | None) -> int:
     """Target failures of the baseline a tree fixed (the baseline's own: none)."""
     return (record.ralph.fixed or 0) if record is not None and record.ralph else 0
+
+
+def kept_iterations(records: Sequence[IterationRecord], state: LoopState, chosen: int) -> list[int]:
+    """The iterations whose work is in `chosen`'s tree, oldest first: the rollbacks the loop made
+    are replayed from the records (as the runner decided them), and a reverted attempt, with
+    any before it that its rollback also undid, is not one of them."""
+    ordered = sorted((r for r in records if r.iteration <= chosen), key=lambda r: r.iteration)
+    replay = dataclasses.replace(state, best_iteration=None, best_reward=None)
+    started_from: dict[int, int] = {}  # iteration -> the iteration whose tree it started from
+    for n, record in enumerate(ordered):
+        started_from.setdefault(record.iteration, record.iteration - 1)
+        if replay.best_reward is None or record.reward > replay.best_reward:
+            replay.best_reward, replay.best_iteration = record.reward, record.iteration
+        back = (
+            None if state.settings.no_rollback else rollback_after(record, replay, ordered[: n + 1])
+        )
+        if back is not None:
+            started_from[record.iteration + 1] = back.to
+    kept: list[int] = []
+    at = chosen
+    while at > 0:
+        kept.append(at)
+        at = started_from.get(at, at - 1)
+    return kept[::-1]

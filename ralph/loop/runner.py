@@ -402,7 +402,9 @@ class LoopRunner:
 
         self.parts.workspace.restore(rollback.commit)
         self.reporter.note(rollback.note)
-        self._reverted = reverted_view(rollback.last, rollback.where, self._last_evaluation)
+        self._reverted = reverted_view(
+            rollback.last, rollback.where, self._last_evaluation, self.records[-1]
+        )
         kept = self._kept.get(rollback.to)
         if kept is None:  # after a resume: evaluate the restored tree, so the prompt is true
             self.reporter.phase(rollback.last, "evaluate")

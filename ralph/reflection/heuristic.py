@@ -48,20 +48,26 @@ INVENTED = re.compile(
 def guess_category(
     errors: Sequence[Diagnostic], changed: bool, *, fixed: bool = False, broke: bool = False
 ) -> FailureCategory:
-    """A first guess from the verdict: a change that broke what worked is an integration
-    error, one that fixed part of the targets is incomplete, never a hallucination."""
+    """The category follows the top failure's own type (an assertion is a logic error, an
+    import the attempt made fail an integration error, never a hallucination): what broke or
+    was fixed only decides when the failure itself says nothing, so a plain failing assertion
+    is never an integration error. `errors`: what the attempt broke first, if any."""
     if not changed:
         return "incomplete_implementation"
+    if errors:
+        top = errors[0]
+        if top.is_import_failure():  # the attempt's own (one at the baseline is the
+            return "integration_error"  # environment's, `ENVIRONMENT_CATEGORY`): a lesson to keep
+        if INVENTED.search(top.message):
+            return "hallucination"
+        category = CATEGORY_BY_TYPE.get(top.type, "other")
+        if category != "other":
+            return category
     if broke:
         return "integration_error"
     if fixed:
         return "incomplete_implementation"
-    if not errors:
-        return "other"
-    top = errors[0]
-    if INVENTED.search(top.message):
-        return "hallucination"
-    return CATEGORY_BY_TYPE.get(top.type, "other")
+    return "other"
 
 
 ENVIRONMENT_INSIGHT = (
@@ -180,7 +186,12 @@ def heuristic_reflection(
             failure_category=(
                 ENVIRONMENT_CATEGORY
                 if environment
-                else guess_category(errors, bool(files), fixed=bool(fixed), broke=bool(broken))
+                else guess_category(
+                    located_first(broken) or errors,
+                    bool(files),
+                    fixed=bool(fixed),
+                    broke=bool(broken),
+                )
             ),
         ),
         causal_reasoning=redact(_causal(failing, errors)),

@@ -1,7 +1,7 @@
 """A finished loop's branch: bring its work onto yours (`ralph apply`), or drop it (`ralph prune`).
 
 `apply` is `git merge --squash` of the chosen iteration's commit: its changes land in your work
-tree and index, uncommitted, and `git commit` then offers a message listing the iterations.
+tree and index, uncommitted, and `git commit` then offers ralph's message (loop/apply_message.py).
 `prune` deletes a loop's branch, its rescue refs and its worktree; never a record, and never a
 worktree holding changes nobody committed. `changed_files`: what a loop's best commit changed
 since its base, for the summary, `ralph status` and the batch table.
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.errors import PreflightError
+from ralph.files import atomic_write_text
 from ralph.workspace.base import name_some, shown
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
@@ -100,6 +101,12 @@ class Branches:
             raise PreflightError(f"git merge --squash failed: {first}", hint="see `git status`")
         files = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
         return Applied(files, conflicts)
+
+    def write_squash_message(self, message: str) -> None:
+        """Replace git's "Squashed commit of the following:" in SQUASH_MSG, which `git commit`
+        offers after `merge --squash`, with ralph's own message."""
+        path = self._git.text("rev-parse", "--path-format=absolute", "--git-path", "SQUASH_MSG")
+        atomic_write_text(Path(path.strip()), message, durable=False)
 
     # prune ------------------------------------------------------------------------------------
     def merged_elsewhere(self, commit: str, branch: str) -> bool:
