@@ -101,7 +101,9 @@ def test_validate_reports_json_path_and_reason(ralph: RunCli, example_project: P
         (["reflections", "show", "ralph-nope-1"], "unknown loop 'ralph-nope-1'"),
         (["reflections", "show", "../etc"], "invalid loop id"),
         (["reflections", "list", "--loop", "ralph-a/../b"], "invalid loop id"),
-        (["reflections", "show", EXAMPLE_LOOP, "9"], "has no iteration 9"),
+        (["reflections", "show", EXAMPLE_LOOP, "9"], "has no iteration 9; it has iterations 1-3"),
+        (["reflections", "show", EXAMPLE_LOOP, "9", "--json"], "it has iterations 1-3"),
+        (["reflections", "obsolete", EXAMPLE_LOOP, "9"], "it has iterations 1-3"),
         (["reflections", "validate", "missing.json"], "no such file"),
     ],
 )

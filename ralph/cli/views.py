@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ralph.cli.common import show
 from ralph.errors import ConfigError, StoreError
+from ralph.glyphs import spans
 from ralph.ids import validate_loop_id
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def stored_prompt(store: MemoryStore, loop_id: str, iteration: int | None) -> st
         iteration = stored[-1]
     path = store.artifacts_dir(loop_id, iteration) / "prompt.md"
     if not path.is_file():
-        have = f"; it has {', '.join(map(str, stored))}" if stored else ""
+        have = f"; it has prompts for iterations {spans(stored)}" if stored else ""
         raise StoreError(f"loop {loop_id} has no prompt for iteration {iteration}{have}")
     return path.read_text("utf-8", errors="replace")
 

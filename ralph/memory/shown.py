@@ -139,7 +139,7 @@ def record_data(store: MemoryStore, loop_id: str, iteration: int | None) -> Any:
     iteration = last_iteration(store, loop_id, iteration)
     path = store.record_path(loop_id, iteration)
     if not path.exists():
-        raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+        raise store.no_iteration(loop_id, iteration)
     try:
         return read_json_bounded(path, MAX_RECORD_BYTES, strict=False)
     except Unreadable as exc:
