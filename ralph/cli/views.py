@@ -100,7 +100,9 @@ def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> date
 def mark_obsolete(
     store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
 ) -> None:
+    from ralph.memory.shown import last_iteration
 
+    last_iteration(store, loop_id, iteration)  # a missing one: an error naming those there are
     changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "

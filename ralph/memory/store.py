@@ -163,18 +163,10 @@ class MemoryStore:
                 found.append((int(match.group(1)), Path(entry.path)))
         return sorted(found)
 
-    def no_iteration(self, loop_id: str, iteration: int) -> StoreError:
-        """The error for a missing iteration, naming the ones the loop has (`1-3`)."""
-        from ralph.glyphs import spans
-
-        have = [n for n, _ in self.record_paths(loop_id)]
-        known = f"; it has iterations {spans(have)}" if have else "; it has no records yet"
-        return StoreError(f"loop {loop_id} has no iteration {iteration}{known}")
-
     def read_record(self, loop_id: str, iteration: int) -> IterationRecord:
         path = self.record_path(loop_id, iteration)
         if not path.exists():
-            raise self.no_iteration(loop_id, iteration)
+            raise StoreError(f"loop {loop_id} has no iteration {iteration}")
         loaded = load_record_file(path, iteration)
         if loaded.record is None:
             raise StoreError(f"{path}: invalid record: {loaded.problems[0]}")
@@ -200,7 +192,7 @@ class MemoryStore:
                 raise StoreError(
                     f"unknown loop {loop_id!r}", hint="`ralph reflections list` shows the loops"
                 )
-            raise self.no_iteration(loop_id, iteration)
+            raise StoreError(f"loop {loop_id} has no iteration {iteration}")
         data = read_json(path)
         if not isinstance(data, dict):
             raise StoreError(f"{path}: not a record")
