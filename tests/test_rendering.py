@@ -311,3 +311,16 @@ def test_doctor_at_80_columns_never_splits_a_variable_or_a_path(
         Diagnosis.of(rows), crop=False
     )
     assert "detail" in wide.getvalue().splitlines()[0]
+
+
+def test_a_listing_never_cuts_a_loop_id_or_a_path_at_80_columns() -> None:
+    loop = "ralph-fix-the-date-parser-for-iso-weeks-3f9a1c2e"
+    path = "/home/someone/projects/app/.aiwg/ralph/reflections/x.json"
+    listing = Rows("loops", ["loop", "task", "file"], [[loop, "fix the parser " * 3, path]])
+    for width in (80, 120, 200):
+        lines = drawn(listing, terminal=True, width=width).splitlines()
+        assert any(loop in line for line in lines), (width, lines)
+        assert any(path in line for line in lines), (width, lines)
+    # where the words fit, still the table: the header row names every column
+    wide = drawn(listing, terminal=True, width=200).splitlines()
+    assert any(line.split() == ["loop", "task", "file"] for line in wide), wide
