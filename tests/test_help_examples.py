@@ -43,3 +43,11 @@ def test_every_command_help_has_examples(
     assert commands, result.out
     # each line whole (not rewrapped) and of this command
     assert all(line.startswith("ralph " + " ".join(path)) for line in commands), commands
+
+
+@pytest.mark.parametrize("group", [[], ["reflections"], ["hook"], ["hook", "install"]])
+def test_ralph_and_each_group_help_has_examples(ralph: RunCli, group: list[str]) -> None:
+    result = ralph(*group, "--help")
+    assert result.code == 0, result
+    examples = result.out.split("Examples", 1)[1].splitlines()
+    assert any(line.strip().startswith(" ".join(["ralph", *group])) for line in examples)

@@ -47,7 +47,7 @@ app.command("batch")(many.batch_command)
 app.command("bench")(many.bench_command)
 app.command("mcp")(serve.mcp_command)
 app.add_typer(hook.hook_app, name="hook")
-examples.attach(app)
+examples.attach_all(app)
 
 
 def _version(value: bool) -> None:

@@ -71,13 +71,38 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def epilog(path: str) -> str:
     """The Examples section; click's `\\b` marker keeps each line as written, unwrapped."""
-    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in EXAMPLES[path])
+    return _section(list(EXAMPLES[path]))
 
 
-def attach(app: Any, prefix: str = "") -> None:
-    """Give every command registered on `app` and its sub-apps its Examples section."""
+def attach(app: Any, prefix: str = "") -> list[str]:
+    """Give every command registered on `app` and its sub-apps its Examples section, and each
+    group the first example of each of its commands; returns those first examples."""
+    firsts: list[str] = []
     for info in app.registered_commands:
-        name = info.name or info.callback.__name__.replace("_", "-")
-        info.epilog = epilog(f"{prefix}{name}")
+        path = f"{prefix}{info.name or info.callback.__name__.replace('_', '-')}"
+        info.epilog = epilog(path)
+        firsts.append(EXAMPLES[path][0])
     for group in app.registered_groups:
-        attach(group.typer_instance, f"{prefix}{group.name} ")
+        inner = attach(group.typer_instance, f"{prefix}{group.name} ")
+        group.epilog = _section(inner)
+        firsts += inner
+    return firsts
+
+
+ROOT = (
+    "ralph init",
+    "ralph doctor",
+    'ralph run "make the date parser accept ISO weeks"',
+    "ralph status",
+    "ralph apply",
+)
+
+
+def attach_all(app: Any) -> None:
+    """Every command's, every group's and `ralph --help`'s Examples."""
+    attach(app)
+    app.info.epilog = _section(list(ROOT))
+
+
+def _section(lines: list[str]) -> str:
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
