@@ -460,9 +460,27 @@ def load(
     named = given.get("checks") or env.get("checks")
     if named:  # `--check NAME` selects the configured check of that name, with its command
         by_name = {parse_check(c).name: c for c in configured.get("checks") or []}
+        _require_known(named, by_name, env_source.get("PATH"))
         merged["checks"] = [by_name.get(c, c) if isinstance(c, str) else c for c in named]
         merged["named_checks"] = [parse_check(c).name for c in merged["checks"]]
     return from_mapping(merged)
+
+
+def _require_known(named: Sequence[Any], configured: dict[str, Any], path: str | None) -> None:
+    """`--check lint` names a check: one that is neither configured, built in, nor a program
+    here is a typo, and the error names the checks there are."""
+    from ralph import process
+
+    for name in named:
+        if not isinstance(name, str) or name in configured or name in BUILTIN_COMMANDS:
+            continue
+        if re.search(r"[\s/:]", name) or process.which(name, path=path) is not None:
+            continue  # a command
+        there = ", ".join(configured) or "none"
+        raise ConfigError(
+            f"--check {name}: no check of that name (configured: {there})",
+            hint="name a configured check, pytest, mypy or ruff, or give a command",
+        )
 
 
 def sources(

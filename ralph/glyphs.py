@@ -38,6 +38,19 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def spans(numbers: Sequence[int]) -> str:
+    """`1-3, 7`: numbers as compacted ranges, for an error that names what exists."""
+    parts: list[str] = []
+    ordered = sorted(set(numbers))
+    start = 0
+    for i, n in enumerate(ordered):
+        if i + 1 == len(ordered) or ordered[i + 1] != n + 1:
+            first = ordered[start]
+            parts.append(str(n) if first == n else f"{first}-{n}")
+            start = i + 1
+    return ", ".join(parts)
+
+
 def changed_text(files: Sequence[Mapping[str, Any]] | None, limit: int = 8) -> str:
     """The files a loop changed in one line: `2 files: README.md +3 -1, logo.png (binary)`
     (the `changed_files` of `--json`)."""

@@ -57,16 +57,54 @@ class Rows:
             for row in [self.columns, *self.rows]:
                 yield Segment("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
             return
+        widths = self._widths(options.max_width)
+        if widths is None:
+            yield from self._stacked(options.max_width)
+            return
         from rich import box
         from rich.table import Table
         from rich.text import Text
 
         table = Table(title=self.title, box=box.SIMPLE_HEAD, title_justify="left")
-        for column in self.columns:
-            table.add_column(column, overflow="fold")
+        for column, width in zip(self.columns, widths, strict=True):
+            table.add_column(column, width=width, overflow="fold")  # every word fits
         for row in self.rows:
             table.add_row(*(Text(cell) for cell in row))
         yield table
+
+    def _widths(self, width: int) -> list[int] | None:
+        """Each column's width: room for its longest word (a loop id, a path, a date: rich
+        would cut it across lines otherwise), then the rest of the line shared out towards
+        each column's longest cell. None when the longest words alone do not fit."""
+        least: list[int] = []
+        most: list[int] = []
+        for index, column in enumerate(self.columns):
+            cells = [column, *(row[index] for row in self.rows if index < len(row))]
+            least.append(max(len(word) for cell in cells for word in [*cell.split(), ""]))
+            most.append(max(len(cell) for cell in cells))
+        room = width - 1 - 3 * len(self.columns)  # two edges, each column's padding, rules
+        spare = room - sum(least)
+        if spare < 0:
+            return None
+        wanted = sum(most) - sum(least)
+        if wanted <= spare:
+            return most
+        return [lo + (hi - lo) * spare // wanted for lo, hi in zip(least, most, strict=True)]
+
+    def _stacked(self, width: int) -> RenderResult:
+        """A row a block, for a terminal too narrow for the table: its first cell, then each
+        other column as `name: value`, wrapped between words only."""
+        import textwrap
+
+        yield whole(self.title)
+        for row in self.rows:
+            yield whole(row[0] if row else "")
+            for column, cell in zip(self.columns[1:], row[1:], strict=False):
+                text = f"{column}: {cell}"
+                for line in textwrap.wrap(
+                    text, max(width - 4, 20), break_long_words=False, break_on_hyphens=False
+                ):
+                    yield whole(f"    {line}")
 
 
 def lines(*texts: str) -> Iterator[Any]:

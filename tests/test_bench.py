@@ -78,6 +78,7 @@ def test_reflexion_is_green_by_iteration_two_and_no_memory_never(
     tasks = str(tmp_path / "tasks.yaml")
     result = ralph("bench", tasks, "--jobs", "2", "--json", "--html", str(page), cwd=project)
     assert result.code == 0, result.err
+    assert f"report written to {page}" in result.err
     summary = json.loads(result.out)
     reflexion, no_memory = summary["arms"]
     assert (reflexion["arm"], no_memory["arm"]) == ("reflexion", "no-memory")

@@ -101,7 +101,9 @@ def test_validate_reports_json_path_and_reason(ralph: RunCli, example_project: P
         (["reflections", "show", "ralph-nope-1"], "unknown loop 'ralph-nope-1'"),
         (["reflections", "show", "../etc"], "invalid loop id"),
         (["reflections", "list", "--loop", "ralph-a/../b"], "invalid loop id"),
-        (["reflections", "show", EXAMPLE_LOOP, "9"], "has no iteration 9"),
+        (["reflections", "show", EXAMPLE_LOOP, "9"], "has no iteration 9; it has iterations 1-3"),
+        (["reflections", "show", EXAMPLE_LOOP, "9", "--json"], "it has iterations 1-3"),
+        (["reflections", "obsolete", EXAMPLE_LOOP, "9"], "it has iterations 1-3"),
         (["reflections", "validate", "missing.json"], "no such file"),
     ],
 )
@@ -170,3 +172,24 @@ def test_example_memory_is_shipped_in_the_repository() -> None:
 def test_usage_errors_exit_2_without_traceback(ralph: RunCli) -> None:
     result = ralph("reflections", "list", "--bogus")
     assert result.code == 2 and "No such option" in result.err and "Traceback" not in result.err
+
+
+def test_init_ends_with_the_next_steps_and_the_actor_found(
+    ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no agent CLI here
+    for name in ("ANTHROPIC_API_KEY", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    result = ralph("init", "--no-run", cwd=tmp_path)
+    assert result.code == 0, result.err
+    steps = result.out.split("next:", 1)[1].splitlines()
+    assert steps[1].strip() == "ralph doctor"
+    assert steps[2].strip().startswith("git add .aiwg/ralph/config.yaml .aiwg/ralph/.gitignore")
+    assert steps[3].strip().startswith('ralph run "TASK"  # actor: openai:')
+    monkeypatch.delenv("OPENAI_API_KEY")
+    again = ralph("init", "--no-run", "--force", cwd=tmp_path)
+    assert "no actor found yet: `ralph doctor`" in again.out

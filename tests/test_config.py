@@ -109,3 +109,16 @@ def test_worktree_setup_from_pyproject_the_file_and_the_environment(tmp_path: Pa
     config.write_text("worktree_setup: [pip, install]\n")
     with pytest.raises(ConfigError, match="worktree_setup"):
         load(tmp_path, environ={})
+
+
+def test_check_of_an_unknown_name_names_the_configured_checks(tmp_path: Path) -> None:
+    (tmp_path / ".aiwg/ralph").mkdir(parents=True)
+    (tmp_path / ".aiwg/ralph/config.yaml").write_text(
+        "checks:\n  - {name: lint, command: make lint}\n  - pytest\n"
+    )
+    environ = {"PATH": str(tmp_path)}  # no program named `lnt` here
+    with pytest.raises(ConfigError, match=r"--check lnt: no check .*configured: lint, pytest"):
+        load(tmp_path, {"checks": ["lnt"]}, environ)
+    # a configured name, a built-in one and a command are all still fine
+    named = load(tmp_path, {"checks": ["lint", "mypy", "./run.sh", "sh -c true"]}, environ)
+    assert [c.name for c in named.checks][:2] == ["lint", "mypy"]

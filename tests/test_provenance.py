@@ -128,6 +128,8 @@ def test_cli_export_to_a_file_and_bad_input(store: MemoryStore, ralph: RunCli) -
     result = ralph("reflections", "export", "--prov", A, "-o", str(out), cwd=store.root)
     assert result.code == 0, result.err
     prov_model.ProvDocument.deserialize(content=out.read_text(), format="json")
+    records = len(store.record_paths(A))
+    assert records and f"wrote {out} ({records} record" in result.err  # says where it wrote
     unknown = ralph("reflections", "export", "--prov", "ralph-nope-12345678", cwd=store.root)
     assert unknown.code == 2 and unknown.err.startswith("ralph: error:")
     assert len(unknown.err.strip().splitlines()) <= 2  # the error and its hint

@@ -285,3 +285,42 @@ def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
         "nothing to do: no target fails on the untouched tree (the loop would end at once, "
         "exit 0, already_green)",
     ]
+
+
+def test_doctor_at_80_columns_never_splits_a_variable_or_a_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    path = "/home/someone/projects/app/.aiwg/ralph/config.yaml"
+    rows = [
+        Row("actor", 'cmd:"./scripts/agent.sh --fast"', "ok", f"set OPENAI_API_KEY; see {path}"),
+        Row("provider", "openai", "not configured", "OPENAI_API_KEY is not set", None),
+    ]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, color_system=None).print(Diagnosis.of(rows), crop=False)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines if path not in line), lines
+    for word in ("OPENAI_API_KEY", path, 'cmd:"./scripts/agent.sh'):
+        assert sum(word in line for line in lines) >= 1, (word, lines)
+    assert sum("OPENAI_API_KEY" in line for line in lines) == 2, lines
+    # where every word fits, it is still the table
+    wide = io.StringIO()
+    Console(file=wide, force_terminal=True, width=160, color_system=None).print(
+        Diagnosis.of(rows), crop=False
+    )
+    assert "detail" in wide.getvalue().splitlines()[0]
+
+
+def test_a_listing_never_cuts_a_loop_id_or_a_path_at_80_columns() -> None:
+    loop = "ralph-fix-the-date-parser-for-iso-weeks-3f9a1c2e"
+    path = "/home/someone/projects/app/.aiwg/ralph/reflections/x.json"
+    listing = Rows("loops", ["loop", "task", "file"], [[loop, "fix the parser " * 3, path]])
+    for width in (80, 120, 200):
+        lines = drawn(listing, terminal=True, width=width).splitlines()
+        assert any(loop in line for line in lines), (width, lines)
+        assert any(path in line for line in lines), (width, lines)
+    # where the words fit, still the table: the header row names every column
+    wide = drawn(listing, terminal=True, width=200).splitlines()
+    assert any(line.split() == ["loop", "task", "file"] for line in wide), wide

@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from ralph import __version__
-from ralph.cli import doctor, finish, hook, loops, many, project, reflections, serve
+from ralph.cli import doctor, examples, finish, hook, loops, many, project, reflections, serve
 from ralph.cli.common import clean
 from ralph.errors import RalphError
 
@@ -47,6 +47,7 @@ app.command("batch")(many.batch_command)
 app.command("bench")(many.bench_command)
 app.command("mcp")(serve.mcp_command)
 app.add_typer(hook.hook_app, name="hook")
+examples.attach_all(app)
 
 
 def _version(value: bool) -> None:

@@ -27,6 +27,10 @@ class Row:
     hint: str | None = None
 
 
+STYLES = {True: "green", False: "bold red", None: "dim"}
+PADDING = 2  # a column's padding in the table, one space either side
+
+
 @dataclass
 class Diagnosis:
     """Every finding, and whether a loop can start (no finding says it cannot)."""
@@ -38,6 +42,36 @@ class Diagnosis:
     def of(cls, rows: list[Row]) -> Diagnosis:
         return cls(all(row.ok is not False for row in rows), rows)
 
+    def _detail_fits(self, width: int) -> bool:
+        """Whether the table leaves the detail column room for its longest word (a path, an
+        environment variable): else rich would cut that word across lines."""
+        rows = self.findings
+        fixed = sum(
+            max(len(header), *(len(cell) for cell in cells)) + PADDING
+            for header, cells in (
+                ("area", [r.area for r in rows]),
+                ("what", [r.name for r in rows]),
+                ("status", [r.status for r in rows]),
+            )
+        )
+        longest = max((len(word) for r in rows for word in r.detail.split()), default=0)
+        return fixed + max(longest, len("detail")) + PADDING <= width
+
+    def _stacked(self, width: int) -> RenderResult:
+        """A finding a line, its detail indented under it, wrapped between words only: for a
+        terminal too narrow for the table (a word longer than the line stays whole)."""
+        import textwrap
+
+        from rich.text import Text
+
+        for row in self.findings:
+            yield Text.assemble(f"{row.area}  {row.name}  ", (row.status, STYLES[row.ok]))
+            wrapped = textwrap.wrap(
+                row.detail, max(width - 4, 20), break_long_words=False, break_on_hyphens=False
+            )
+            for line in wrapped:
+                yield whole(f"    {line}")
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.text import Text
 
@@ -45,20 +79,24 @@ class Diagnosis:
         if not console.is_terminal:
             cells = [[row.area, row.name, row.status, row.detail] for row in rows]
             yield Rows("ralph doctor", ["area", "what", "status", "detail"], cells)
-        else:
+        elif self._detail_fits(options.max_width):
             from rich import box
             from rich.table import Table
 
             table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold")
             for column in ("area", "what", "status"):
                 table.add_column(column, no_wrap=True)
-            table.add_column("detail", overflow="fold")
+            table.add_column("detail", overflow="fold")  # never needed: every word fits
             for row in rows:
-                style = {True: "green", False: "bold red", None: "dim"}[row.ok]
                 table.add_row(
-                    Text(row.area), Text(row.name), Text(row.status, style=style), Text(row.detail)
+                    Text(row.area),
+                    Text(row.name),
+                    Text(row.status, style=STYLES[row.ok]),
+                    Text(row.detail),
                 )
             yield table
+        else:
+            yield from self._stacked(options.max_width)
         for row in rows:
             if row.hint and row.ok is not True:
                 yield whole(f"{row.area} {row.name}: {row.hint}")

@@ -121,6 +121,7 @@ def bench_command(
     )
     if html is not None:
         bench_report.write_html(summary, html)
+        console(stderr=True).print(f"report written to {html}", markup=False, soft_wrap=True)
     if as_json:
         print_json(summary)
     elif as_csv:

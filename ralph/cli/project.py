@@ -48,6 +48,7 @@ def init(
         detect.write_config(store, path, checks)
         out.print(f"wrote {path}", markup=False, soft_wrap=True)
         out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
+        _next_steps(out, store, path)
         return
     kept = checks
     if not no_run:
@@ -75,6 +76,32 @@ def init(
             "file, name it with --check NAME, or run with --strict",
             markup=False,
         )
+    _next_steps(out, store, path)
+
+
+def _next_steps(out: Any, store: Any, config: Path) -> None:
+    """What to do after init, as command lines to copy: see that the loop can run, commit what
+    init wrote (the team shares the checks and the memory), start a loop."""
+    import os
+
+    from ralph.actors.registry import auto_actor
+    from ralph.errors import RalphError
+
+    def here(path: Path) -> str:
+        return os.path.relpath(path)
+
+    try:
+        actor = f"  # actor: {auto_actor(base_dir=store.root).name} (found here)"
+    except RalphError:
+        actor = "  # no actor found yet: `ralph doctor` says what each one needs"
+    files = f"{here(config)} {here(store.base / '.gitignore')}"
+    out.print("next:", markup=False)
+    for line in (
+        "ralph doctor",
+        f'git add {files} && git commit -m "ralph init"',
+        f'ralph run "TASK"{actor}',
+    ):
+        out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 def _probe_line(probe: Any, role: str | None) -> str:

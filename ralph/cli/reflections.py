@@ -210,6 +210,11 @@ def reflections_export(
             print_json(prov_data(store, loops, fmt=fmt))
         else:
             write_prov(store, loops, output=output, fmt=fmt)
+            ids = loops or store.loop_ids()
+            records = sum(len(store.record_paths(loop_id)) for loop_id in ids)
+            console(stderr=True).print(
+                f"wrote {output} ({plural(records, 'record')})", markup=False, soft_wrap=True
+            )
         return
     from ralph.memory.transfer import export_records
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
 from ralph.cli.common import show
 from ralph.errors import StoreError
+from ralph.glyphs import spans
 from ralph.ids import validate_loop_id
 from ralph.reading import Unreadable
 from ralph.rendering import lines
@@ -26,15 +27,21 @@ def trace_path(store: MemoryStore, loop_id: str, iteration: int | None) -> tuple
     if not store.loop_dir(loop_id).is_dir():
         store.read_state(loop_id)  # names an unknown loop as such
         raise StoreError(f"unknown loop {loop_id!r}", hint="see `ralph reflections list`")
+    found = sorted(
+        path
+        for path in store.loop_dir(loop_id).glob(f"[0-9][0-9][0-9]*/{TRACE_FILE}")
+        if path.parent.name.isdigit()
+    )
     if iteration is None:
-        found = sorted(store.loop_dir(loop_id).glob(f"[0-9][0-9][0-9]/{TRACE_FILE}"))
         if not found:
             raise StoreError(f"loop {loop_id} has no traces yet")
         return int(found[-1].parent.name), found[-1]
     path = store.artifacts_dir(loop_id, iteration) / TRACE_FILE
     if not path.is_file():
+        have = [int(p.parent.name) for p in found]
+        known = f"; it has traces for iterations {spans(have)}" if have else ""
         raise StoreError(
-            f"loop {loop_id} has no trace for iteration {iteration}",
+            f"loop {loop_id} has no trace for iteration {iteration}{known}",
             hint="traces are written from this version on; see `ralph reflections list --loop`",
         )
     return iteration, path

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ralph.cli.common import show
 from ralph.errors import ConfigError, StoreError
+from ralph.glyphs import spans
 from ralph.ids import validate_loop_id
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def stored_prompt(store: MemoryStore, loop_id: str, iteration: int | None) -> st
         iteration = stored[-1]
     path = store.artifacts_dir(loop_id, iteration) / "prompt.md"
     if not path.is_file():
-        have = f"; it has {', '.join(map(str, stored))}" if stored else ""
+        have = f"; it has prompts for iterations {spans(stored)}" if stored else ""
         raise StoreError(f"loop {loop_id} has no prompt for iteration {iteration}{have}")
     return path.read_text("utf-8", errors="replace")
 
@@ -99,7 +100,9 @@ def parse_when(text: str | None, flag: str, *, end_of_day: bool = False) -> date
 def mark_obsolete(
     store: MemoryStore, loop_id: str, iteration: int, console: Console, *, obsolete: bool
 ) -> None:
+    from ralph.memory.shown import last_iteration
 
+    last_iteration(store, loop_id, iteration)  # a missing one: an error naming those there are
     changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "

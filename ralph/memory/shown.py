@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import StoreError
-from ralph.glyphs import first_line
+from ralph.glyphs import first_line, spans
 from ralph.ids import validate_loop_id
 from ralph.rendering import reward_text, whole
 
@@ -119,10 +119,20 @@ def _usage_line(usage: LessonUsage, *, dim: bool) -> Text:
     return Text(line, style="dim" if dim else "")
 
 
+def missing_iteration(store: MemoryStore, loop_id: str, iteration: int) -> StoreError:
+    """The error for a missing iteration, naming the ones the loop has (`1-3`)."""
+    have = spans([n for n, _ in store.record_paths(loop_id)])
+    known = f"iterations {have}" if have else "no records yet"
+    return StoreError(f"loop {loop_id} has no iteration {iteration}; it has {known}")
+
+
 def last_iteration(store: MemoryStore, loop_id: str, iteration: int | None) -> int:
-    """`iteration`, or the loop's last record's when None."""
+    """`iteration` (an error naming the others when it has no record), or the loop's last
+    record's when None."""
     validate_loop_id(loop_id)
     if iteration is not None:
+        if not store.record_path(loop_id, iteration).exists() and store.record_paths(loop_id):
+            raise missing_iteration(store, loop_id, iteration)
         return iteration
     paths = store.record_paths(loop_id)
     if not paths:
@@ -139,7 +149,7 @@ def record_data(store: MemoryStore, loop_id: str, iteration: int | None) -> Any:
     iteration = last_iteration(store, loop_id, iteration)
     path = store.record_path(loop_id, iteration)
     if not path.exists():
-        raise StoreError(f"loop {loop_id} has no iteration {iteration}")
+        raise missing_iteration(store, loop_id, iteration)
     try:
         return read_json_bounded(path, MAX_RECORD_BYTES, strict=False)
     except Unreadable as exc:

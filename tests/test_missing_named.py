@@ -1,0 +1,26 @@
+"""An error about a missing iteration names the ones that exist, as compacted ranges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ralph.glyphs import spans
+from tests.conftest import EXAMPLE_LOOP, RunCli
+
+
+def test_spans_compact_runs_of_numbers() -> None:
+    assert spans([3, 1, 2, 7, 9, 10, 9]) == "1-3, 7, 9-10"
+    assert spans([4]) == "4"
+    assert spans([]) == ""
+
+
+def test_trace_of_a_missing_iteration_names_the_iterations_with_traces(
+    ralph: RunCli, example_project: Path
+) -> None:
+    loop_dir = example_project / ".aiwg/ralph/loops" / EXAMPLE_LOOP
+    for number in ("001", "002", "004"):
+        (loop_dir / number).mkdir(parents=True, exist_ok=True)
+        (loop_dir / number / "trace.jsonl").write_text("")
+    result = ralph("trace", EXAMPLE_LOOP, "3", cwd=example_project)
+    assert result.code == 2, result
+    assert "no trace for iteration 3; it has traces for iterations 1-2, 4" in result.err
