@@ -96,9 +96,9 @@ class Rows:
         other column as `name: value`, wrapped between words only."""
         import textwrap
 
-        yield whole(self.title)
+        yield whole(self.title, "bold")
         for row in self.rows:
-            yield whole(row[0] if row else "")
+            yield whole(row[0] if row else "", "bold")  # each block's head, as a table's title
             for column, cell in zip(self.columns[1:], row[1:], strict=False):
                 text = f"{column}: {cell}"
                 for line in textwrap.wrap(
@@ -116,9 +116,12 @@ def lines(*texts: str) -> Iterator[Any]:
         yield Text(text)
 
 
-def whole(text: str) -> Segment:
+def whole(text: str, style: str | None = None) -> Segment:
     """A line rich never wraps nor cuts (printed through `cli/common.show`): the terminal
     wraps it, so a command in it copies whole."""
     from rich.segment import Segment
+    from rich.style import Style
 
-    return Segment(text + "\n")
+    if style is None:
+        return Segment(text + "\n")
+    return Segment(text + "\n", Style.parse(style))
