@@ -80,8 +80,11 @@ class Rows:
         most: list[int] = []
         for index, column in enumerate(self.columns):
             cells = [column, *(row[index] for row in self.rows if index < len(row))]
-            least.append(max(len(word) for cell in cells for word in [*cell.split(), ""]))
-            most.append(max(len(cell) for cell in cells))
+            longest = max(len(cell) for cell in cells)
+            words = max(len(word) for cell in cells for word in [*cell.split(), ""])
+            # a short column (a date with its time, a status) stays on one line
+            least.append(longest if longest <= SHORT_CELL else words)
+            most.append(longest)
         room = width - 1 - 3 * len(self.columns)  # two edges, each column's padding, rules
         spare = room - sum(least)
         if spare < 0:
@@ -114,6 +117,9 @@ def lines(*texts: str) -> Iterator[Any]:
 
     for text in texts:
         yield Text(text)
+
+
+SHORT_CELL = 20  # characters: a column whose cells are all this short is never wrapped
 
 
 def whole(text: str, style: str | None = None) -> Segment:

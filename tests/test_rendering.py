@@ -324,3 +324,14 @@ def test_a_listing_never_cuts_a_loop_id_or_a_path_at_80_columns() -> None:
     # where the words fit, still the table: the header row names every column
     wide = drawn(listing, terminal=True, width=200).splitlines()
     assert any(line.split() == ["loop", "task", "file"] for line in wide), wide
+
+
+def test_a_short_column_such_as_a_date_stays_on_one_line() -> None:
+    """humanize's memory at 140 columns: `2026-11-26` above `07:26:31` in every row, while the
+    long task column had room to wrap instead."""
+    loop = "ralph-fix-the-failing-ordinal-and-naturalsize-291c6b36"
+    row = [loop, "fix the failing ordinal and naturalsize tests", "failed", "2026-11-26 07:23:34"]
+    listing = Rows("loops", ["loop", "task", "status", "updated"], [row])
+    lines = drawn(listing, terminal=True, width=120).splitlines()
+    assert any("2026-11-26 07:23:34" in line for line in lines), lines
+    assert any(loop in line for line in lines), lines
