@@ -51,6 +51,7 @@ __all__ = [
     "Crash",
     "FakeActor",
     "FakeChat",
+    "FakeCheck",
     "FakeTests",
     "FakeWorkspace",
     "Loop",
@@ -185,18 +186,36 @@ class FakeChat:
 # -- Evaluator --------------------------------------------------------------------------------
 
 
-class FakeTests:
-    """A pytest-like check of calc.py, in process: each test passes or fails by its version."""
+class FakeCheck:
+    """A check run in process: subclass it and write `run`. Nothing to install (`tool` is the
+    shell) and nothing to verify before a loop (`preflight`)."""
 
-    def __init__(self, name: str = "tests") -> None:
-        self.spec = CheckSpec(name, "fake-tests", "pytest")
-        self.runs = 0
+    def __init__(self, name: str = "tests", parser: str = "pytest") -> None:
+        self.spec = CheckSpec(name, f"fake-{name}", parser)
 
     def tool(self) -> str:
-        return "sh"  # nothing to install
+        return "sh"
 
     def preflight(self) -> None:
         return None
+
+    def run(
+        self,
+        cwd: Path,
+        *,
+        baseline_errors: int | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CheckOutcome:
+        raise NotImplementedError
+
+
+class FakeTests(FakeCheck):
+    """A pytest-like check of calc.py, in process: each test passes or fails by its version."""
+
+    def __init__(self, name: str = "tests") -> None:
+        super().__init__(name)
+        self.spec = CheckSpec(name, "fake-tests", "pytest")
+        self.runs = 0
 
     def run(
         self,

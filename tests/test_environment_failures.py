@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.memory.retrieval import retrieve_lessons
 from ralph.memory.store import MemoryStore
 from ralph.records import CheckResult, Diagnostic, Metrics
 
-from .fakes.loop import VERSIONS, FakeChat, Step, fake_evaluator, make_loop, write
+from .fakes.loop import VERSIONS, FakeChat, FakeCheck, Step, fake_evaluator, make_loop, write
 
 GENERATED = "pkg/_version.py"  # written at install time, ignored by git
 MISSING = "ModuleNotFoundError: No module named 'pkg._version'"
@@ -25,18 +24,9 @@ def import_failure() -> Diagnostic:
     return Diagnostic("runtime_error", MISSING, "pkg/__init__.py", 1, severity="error")
 
 
-class ImportingTests:
+class ImportingTests(FakeCheck):
     """A pytest-like check: the tests import the package, which needs `pkg/_version.py`; with
     it, calc.py decides (full passes)."""
-
-    def __init__(self) -> None:
-        self.spec = CheckSpec("tests", "fake-tests", "pytest")
-
-    def tool(self) -> str:
-        return "sh"
-
-    def preflight(self) -> None:
-        return None
 
     def run(
         self,

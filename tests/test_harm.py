@@ -11,27 +11,17 @@ from ralph.analyze.report import write_csv
 from ralph.analyze.stats import analyze
 from ralph.cli.analyze_view import curve
 from ralph.cli.live import PlainReporter
-from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.records import CheckResult, Diagnostic, ErrorType, Metrics
 
-from .fakes.loop import Loop, Step, fake_evaluator, make_loop
+from .fakes.loop import FakeCheck, Loop, Step, fake_evaluator, make_loop
 
 TESTS = [f"tests/test_lib.py::test_{n}" for n in range(20)]
 
 
-class CountedTests:
+class CountedTests(FakeCheck):
     """A pytest-like check of 20 tests: `failing.txt` holds N (the first N fail) or the failing
     tests' numbers, comma-separated."""
-
-    def __init__(self) -> None:
-        self.spec = CheckSpec("tests", "fake-tests", "pytest")
-
-    def tool(self) -> str:
-        return "sh"
-
-    def preflight(self) -> None:
-        return None
 
     def run(
         self,
@@ -57,18 +47,12 @@ class CountedTests:
         )
 
 
-class Findings:
+class Findings(FakeCheck):
     """A mypy- or ruff-like check: `NAME.txt` holds its findings, comma-separated."""
 
     def __init__(self, name: str, kind: ErrorType = "type_error") -> None:
-        self.spec = CheckSpec(name, f"fake-{name}", name)
+        super().__init__(name, parser=name)
         self.kind: ErrorType = kind
-
-    def tool(self) -> str:
-        return "sh"
-
-    def preflight(self) -> None:
-        return None
 
     def run(
         self,
