@@ -36,7 +36,9 @@ def test_two_worktree_loops_run_at_once_and_record_in_the_main_repo(
     ids = ["ralph-left-00000001", "ralph-right-00000002"]
     procs = [start(project, *heuristic("--worktree", "--loop-id", loop_id)) for loop_id in ids]
     results = [finish(proc) for proc in procs]
-    assert [code for code, _, _ in results] == [0, 0], results
+    # each failing loop's whole stderr (pytest would cut a repr of `results` short)
+    errors = "\n".join(err for code, _, err in results if code != 0)
+    assert [code for code, _, _ in results] == [0, 0], errors
     assert all("uncommitted changes in" in err and "calc.py" in err for _, _, err in results)
     assert (project / "calc.py").read_text() == "# the user's uncommitted work\n"
     assert git(project, "rev-parse", "--abbrev-ref", "HEAD") == "main"
