@@ -19,7 +19,7 @@ from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.memory.state import LoopState
 from ralph.records import CheckResult, ModelCall
 
-from .fakes.loop import Crash, FakeChat, Loop, Step, fake_evaluator, make_loop
+from .fakes.loop import Crash, FakeChat, FakeCheck, Loop, Step, fake_evaluator, make_loop
 
 REFLECTION = json.dumps(
     {
@@ -29,7 +29,7 @@ REFLECTION = json.dumps(
 )
 
 
-class CallingJudge:
+class CallingJudge(FakeCheck):
     """A judge-like check: its score is the number in score.txt; judging a tree that has one
     asks "the model" once, at the tokens and cost of the next of `calls` (the last one again
     when they run out); without the file there is nothing to judge and no call."""
@@ -38,12 +38,6 @@ class CallingJudge:
         self.spec = CheckSpec("judge", "", "judge", threshold=0.9)
         self.queue = list(calls)
         self.calls = 0
-
-    def tool(self) -> str:
-        return "sh"
-
-    def preflight(self) -> None:
-        return None
 
     def run(
         self,

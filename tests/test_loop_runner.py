@@ -24,6 +24,7 @@ from .fakes.loop import (
     VERSIONS,
     Crash,
     FakeChat,
+    FakeCheck,
     FakeTests,
     Loop,
     Step,
@@ -143,17 +144,11 @@ def test_plateau_pivots_then_stops(tmp_path: Path) -> None:
     assert "Change your strategy" in loop.actor.prompts[3]
 
 
-class FakeJudge:
+class FakeJudge(FakeCheck):
     """A judge-like check in process: its score (0..1) is the number in score.txt."""
 
     def __init__(self) -> None:
         self.spec = CheckSpec("judge", "", "judge", threshold=0.9)
-
-    def tool(self) -> str:
-        return "sh"
-
-    def preflight(self) -> None:
-        return None
 
     def run(
         self,
