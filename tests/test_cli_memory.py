@@ -193,3 +193,29 @@ def test_init_ends_with_the_next_steps_and_the_actor_found(
     monkeypatch.delenv("OPENAI_API_KEY")
     again = ralph("init", "--no-run", "--force", cwd=tmp_path)
     assert "no actor found yet: `ralph doctor`" in again.out
+
+
+def test_init_force_keeps_the_users_settings_and_the_replaced_file(
+    ralph: RunCli, tmp_path: Path
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\n")
+    config = tmp_path / ".aiwg/ralph/config.yaml"
+    config.parent.mkdir(parents=True)
+    mine = (
+        "# my notes\nactor: cmd:./agent.sh\nmax_iterations: 9\n"
+        "worktree_setup: make dev\nchecks:\n  - {name: old, command: 'true'}\n"
+    )
+    config.write_text(mine)
+    result = ralph("init", "--force", "--no-run", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert "kept your settings: actor, max_iterations, worktree_setup" in result.out
+    import yaml
+
+    written = yaml.safe_load(config.read_text())
+    assert written["actor"] == "cmd:./agent.sh" and written["max_iterations"] == 9
+    assert written["worktree_setup"] == "make dev"
+    assert [c["name"] for c in written["checks"]] == ["ruff"]  # the checks are re-detected
+    assert written["patience"] == 3  # a default line for a key that was not set stays
+    assert config.read_text().count("max_iterations") == 1
+    assert (config.parent / "config.yaml.bak").read_text() == mine
+    assert "config.yaml.bak" in (config.parent / ".gitignore").read_text().splitlines()

@@ -42,11 +42,11 @@ def init(
 
     store = memory()
     path = detect.config_path(store, force=force)
+    kept_settings = detect.previous_settings(path) if path.is_file() else {}
     checks = detect.detect_checks(store.root)
     out = console()
     if not checks:
-        detect.write_config(store, path, checks)
-        out.print(f"wrote {path}", markup=False, soft_wrap=True)
+        _write(out, store, path, checks, kept_settings)
         out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
         _next_steps(out, store, path)
         return
@@ -65,8 +65,7 @@ def init(
             out.print(f"  {_probe_line(probe, role)}", markup=False)
             if probe.kept:
                 kept.append(replace(probe.spec, role=role))
-    detect.write_config(store, path, kept)
-    out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    _write(out, store, path, kept, kept_settings)
     for check in kept:
         shown = f"  (role: {check.role})" if check.role else ""
         out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
@@ -77,6 +76,22 @@ def init(
             markup=False,
         )
     _next_steps(out, store, path)
+
+
+def _write(out: Any, store: Any, path: Path, checks: Any, settings: dict[str, Any]) -> None:
+    """Write the config and say where, which settings of the replaced file were kept, and
+    where the replaced file's bytes are."""
+    from ralph.evaluators import detect
+
+    backup = detect.write_config(store, path, checks, settings)
+    out.print(f"wrote {path}", markup=False, soft_wrap=True)
+    if backup is not None:
+        names = ", ".join(settings) if settings else "none"
+        out.print(
+            f"  kept your settings: {names}; the replaced file is {backup}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _next_steps(out: Any, store: Any, config: Path) -> None:

@@ -8,6 +8,7 @@ tests need no role: the tests failing before the loop are its targets (judging.p
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,7 +138,10 @@ def role_for(probe: Probe) -> Role | None:
     return None
 
 
-def render_config(checks: list[CheckSpec]) -> str:
+def render_config(checks: list[CheckSpec], kept: dict[str, Any] | None = None) -> str:
+    """The file `init` writes: the detected checks, then the settings `kept` from the file it
+    replaces (`init --force` re-detects the checks, never the user's other choices), then the
+    default lines for the keys not kept."""
     import yaml
 
     body: list[dict[str, Any]] = []
@@ -148,7 +152,30 @@ def render_config(checks: list[CheckSpec]) -> str:
         body.append(item)
     lines = yaml.safe_dump({"checks": body}, sort_keys=False) if body else "checks: []\n"
     note = ROLES_NOTE if any(c.role == "guard" for c in checks) else ""
-    return HEADER + "\n" + note + lines + "\n" + DEFAULTS
+    settings = ""
+    if kept:
+        dumped = yaml.safe_dump(kept, sort_keys=False, allow_unicode=True)
+        settings = "# kept from the previous config.yaml\n" + dumped + "\n"
+    defaults = "".join(
+        line
+        for line in DEFAULTS.splitlines(keepends=True)
+        if line.lstrip("# ").split(":", 1)[0] not in (kept or {})
+    )
+    return HEADER + "\n" + note + lines + "\n" + settings + defaults
+
+
+def previous_settings(path: Path) -> dict[str, Any]:
+    """The settings of an existing config.yaml other than its checks (what `init --force`
+    keeps); a file that cannot be read keeps nothing (its bytes are saved beside it)."""
+    from ralph.config import load_yaml
+
+    try:
+        data = load_yaml(path.read_text("utf-8"))
+    except Exception:  # unreadable or not YAML: nothing to keep, the backup holds it
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if k != "checks"}
 
 
 def config_path(store: MemoryStore, *, force: bool) -> Path:
@@ -159,6 +186,15 @@ def config_path(store: MemoryStore, *, force: bool) -> Path:
     return path
 
 
-def write_config(store: MemoryStore, path: Path, checks: list[CheckSpec]) -> None:
+def write_config(
+    store: MemoryStore, path: Path, checks: list[CheckSpec], kept: dict[str, Any] | None = None
+) -> Path | None:
+    """Write the config; a file it replaces is first copied to `config.yaml.bak` (returned), so
+    `init --force` loses nothing, comments included."""
     store.ensure()
-    atomic_write_text(path, render_config(checks))
+    backup = None
+    if path.is_file():
+        backup = path.with_name(path.name + ".bak")
+        shutil.copy2(path, backup)  # byte for byte: comments and odd encodings kept
+    atomic_write_text(path, render_config(checks, kept))
+    return backup

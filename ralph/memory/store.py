@@ -46,7 +46,7 @@ __all__ = [
 RECORD_NAME = re.compile(r"^(\d+)\.json$")
 GITIGNORE = (
     "# ralph: logs, locks and the index stay local; reflections/ are meant to be committed\n"
-    "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\n"
+    "loops/\nlocks/\nindex.sqlite*\nsearch.sqlite*\nconfig.yaml.bak\n"
 )
 MAX_RECORD_BYTES = 5 * MB  # a record is kilobytes; anything bigger is not one of ours
 MAX_STATE_BYTES = 64 * MB  # a state lists its iterations: megabytes after thousands of them
