@@ -108,7 +108,7 @@ def why_no_steps(trajectory: Trajectory | None) -> str | None:
     if kind in ("cmd", "script") and sep:
         return f"{kind}: actors print no step stream; {SHOWING}"
     if kind in DEFAULT_MODELS and sep:
-        return f"{kind}: the model answers once and ralph applies its edits, no steps; {SHOWING}"
+        return f"LLM actors answer in one message whose edits ralph applies; {SHOWING}"
     return f"{source} prints no step stream; {SHOWING}"
 
 
