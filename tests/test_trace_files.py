@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ralph.actors import trace, tracing
+from ralph.actors import tail, trace, tracing
 from ralph.actors.base import ActorResult
 from ralph.cli.trace_view import TraceView, trace_view, why_no_steps
 from ralph.errors import StoreError
 from ralph.rendering import to_data
-from ralph.workspace.branches import ChangedFile
 from tests.conftest import RunCli
 from tests.fakes.calc_project import make_calc_repo
 from tests.fakes.loop import Loop, Step, make_loop
@@ -78,7 +77,7 @@ def test_the_json_form_adds_the_three_fields_and_keeps_the_old_keys(loop: Loop) 
     assert list(data) == OLD_KEYS + NEW_KEYS
     assert {"path": "notes.md", "added": 2, "removed": 0} in data["changed_files"]
     assert data["why_no_steps"].startswith("fake prints no step stream")
-    assert len(data["last_output"]) == trace.OUTPUT_LINES
+    assert len(data["last_output"]) == tail.OUTPUT_LINES
 
 
 @pytest.mark.parametrize("width", [80, 140])
@@ -124,7 +123,7 @@ def test_a_real_iteration_without_a_trace_shows_its_files_and_its_log(loop: Loop
         "no trace was kept of this attempt; showing the files changed and the last output"
     )
     assert "notes.md" in [f.path for f in view.changed_files or []]
-    assert len(view.last_output) == trace.OUTPUT_LINES
+    assert len(view.last_output) == tail.OUTPUT_LINES
     assert view.last_output[-1] == "red [REDACTED]" and view.last_output[0] == "line 21"
     with pytest.raises(StoreError, match=r"no iteration 4; it has iterations 1$"):
         trace_view(loop.store, LOOP, 4)
@@ -151,21 +150,23 @@ def test_why_there_are_no_steps_for_each_kind_of_actor() -> None:
     assert (why["aider"] or "").startswith("aider prints no step stream")
     assert (why["claude"] or "").startswith("claude's stream held no steps")
     assert why_no_steps(trace.Trajectory("claude", step)) is None
+    assert why_no_steps(trace.Trajectory("unknown", step)) is None  # no meta line: as before
+    assert (why_no_steps(trace.Trajectory("unknown")) or "").startswith("the trace held no steps")
     assert why_no_steps(None) == (
         "no trace was kept of this attempt; showing the files changed and the last output"
     )
 
 
 def test_last_lines_are_bounded_cleaned_and_redacted() -> None:
-    long = "x" * (trace.OUTPUT_LINE_CHARS + 50)
+    long = "x" * (tail.OUTPUT_LINE_CHARS + 50)
     text = "first\n" + "y" * 100_000 + "\n" + "\n".join(f"l{i}" for i in range(30))
-    lines = trace.last_lines(f"{text}\n\n{long}\n\x1b[1mbold\x1b[0m token=sk-{'b' * 30}\n")
-    assert len(lines) == trace.OUTPUT_LINES and lines[0] == "l12"
-    assert lines[-2] == "x" * trace.OUTPUT_LINE_CHARS + "… [50 more chars]"
+    lines = tail.last_lines(f"{text}\n\n{long}\n\x1b[1mbold\x1b[0m token=sk-{'b' * 30}\n")
+    assert len(lines) == tail.OUTPUT_LINES and lines[0] == "l12"
+    assert lines[-2] == "x" * tail.OUTPUT_LINE_CHARS + "… [50 more chars]"
     assert lines[-1] == "bold token=[REDACTED]"
-    (cut,) = trace.last_lines("only\n" + "z" * 50_000)  # one line, longer than looked at
-    assert cut.startswith("…" + "z" * 299 + "… [") and len(cut) < trace.OUTPUT_LINE_CHARS + 30
-    assert trace.last_lines("") == []
+    (cut,) = tail.last_lines("only\n" + "z" * 50_000)  # one line, longer than looked at
+    assert cut.startswith("…" + "z" * 299 + "… [") and len(cut) < tail.OUTPUT_LINE_CHARS + 30
+    assert tail.last_lines("") == []
 
 
 def test_a_streamed_attempt_keeps_no_output_lines_unless_its_stream_held_no_steps(
@@ -191,9 +192,8 @@ pathlib.Path("calc.py").write_text("def absolute(x):\\n    return abs(x)\\n")
 def test_ralph_trace_of_a_cmd_agent_end_to_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ralph: RunCli
 ) -> None:
-    root = make_calc_repo(
-        tmp_path / "calc", calc="def absolute(x):\n    return x\n", tests="", monkeypatch=monkeypatch
-    )
+    calc = "def absolute(x):\n    return x\n"
+    root = make_calc_repo(tmp_path / "calc", calc=calc, tests="", monkeypatch=monkeypatch)
     (tmp_path / "agent.py").write_text(AGENT)
     run = ralph(
         "run", "fix absolute", "--actor", f"cmd:{sys.executable} {tmp_path / 'agent.py'}",

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ralph.actors.tail import OUTPUT_LINES
 from ralph.reading import open_regular
 from ralph.redact import redact
 
@@ -38,9 +39,6 @@ TARGET_CHARS = 200
 MAX_EVENTS = 20_000  # events read from one stream; the rest are counted as dropped
 SUMMARY_ITEMS = 20  # files and commands listed in the record's summary
 COMPACT_CHARS = 1500
-OUTPUT_LINES = 20  # the actor's last output lines kept for an attempt without steps
-OUTPUT_LINE_CHARS = 300
-LOG_TAIL_BYTES = 64 << 10  # of an actor.log read for those lines, from its end
 
 EDIT_TOOLS = {
     "edit",
@@ -115,7 +113,7 @@ class Trajectory:
     unparsed: int = 0  # lines of the stream that were not JSON (noise, a truncated last line)
     error: str | None = None  # why parsing stopped early, if it did
     unread: int = 0  # lines of a stored trace past what a reader takes (`read`), never written
-    # the actor's last output lines (`last_lines`), kept when no stream gave its steps
+    # the actor's last output lines (`tail.last_lines`), kept when no stream gave steps
     output: list[str] = field(default_factory=list)
 
     def meta(self) -> dict[str, Any]:
@@ -145,42 +143,6 @@ def trim(text: Any, limit: int) -> str | None:
         return clean
     more = max(len(raw), len(clean)) - limit
     return clean[:limit] + f"… [{more} more chars]"
-
-
-def last_lines(text: str, count: int = OUTPUT_LINES, *, cut: bool = False) -> list[str]:
-    """The last `count` lines of an actor's output with text in them, as a person reads them:
-    terminal escapes taken out, redacted, each cut to `OUTPUT_LINE_CHARS`. Only the end of
-    `text` is looked at, so a huge output costs no time; a first line cut at its start (or
-    `cut`: `text` is itself an end) begins with `…`."""
-    from ralph.escapes import strip_escapes
-
-    tail = text[-count * (OUTPUT_LINE_CHARS + 1) - 400 :]  # the margin: a secret kept whole
-    found = [line.rstrip() for line in redact(strip_escapes(tail)).splitlines()]
-    if found and (cut or len(tail) < len(text)):
-        found[0] = "…" + found[0].lstrip()
-    kept = [line for line in found if line.strip() not in ("", "…")][-count:]
-    return [_clip(line) for line in kept]
-
-
-def _clip(line: str) -> str:
-    if len(line) <= OUTPUT_LINE_CHARS:
-        return line
-    return line[:OUTPUT_LINE_CHARS] + f"… [{len(line) - OUTPUT_LINE_CHARS} more chars]"
-
-
-def log_tail(path: Path, count: int = OUTPUT_LINES) -> list[str]:
-    """The last lines of a stored actor.log (`last_lines`), from at most its last
-    `LOG_TAIL_BYTES`; none when it is missing or not a regular file."""
-    from ralph.reading import Unreadable
-
-    try:
-        with open_regular(path) as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - LOG_TAIL_BYTES))
-            raw = handle.read(LOG_TAIL_BYTES)
-    except (Unreadable, OSError):
-        return []
-    return last_lines(raw.decode("utf-8", errors="replace"), count, cut=size > LOG_TAIL_BYTES)
 
 
 def tool_kind(tool: str) -> str:
@@ -303,9 +265,8 @@ def _read_line(trajectory: Trajectory, raw: bytes) -> None:
         trajectory.unparsed += _count(meta.get("unparsed"))
         trajectory.error = _text(meta.get("error"))
         output = meta.get("output")
-        if isinstance(output, list):
-            texts = (_text(line) for line in output[-OUTPUT_LINES:])
-            trajectory.output = [line for line in texts if line is not None]
+        texts = (_text(line) for line in output[-OUTPUT_LINES:]) if isinstance(output, list) else ()
+        trajectory.output = [line for line in texts if line is not None]
     else:
         trajectory.steps.append(_step(data))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.actors.base import ActorResult
+from ralph.actors.tail import last_lines
 from ralph.actors.trace import (
     BRACKET,
     HEAD_STEPS,
@@ -28,7 +29,6 @@ from ralph.actors.trace import (
     Trajectory,
     as_dict,
     compact,
-    last_lines,
     paths_of,
     summarize,
     tool_kind,

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, log_tail, read
+from ralph.actors.tail import log_tail
+from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
 from ralph.cli.common import show
 from ralph.errors import RalphError, StoreError
 from ralph.glyphs import plural, spans
@@ -102,8 +103,9 @@ def why_no_steps(trajectory: Trajectory | None) -> str | None:
     if trajectory is None:
         return f"no trace was kept of this attempt; {SHOWING}"
     source = trajectory.source
-    if source in STREAMS:
-        return None if trajectory.steps else f"{source}'s stream held no steps; {SHOWING}"
+    if source in STREAMS or source == "unknown":  # "unknown": a trace without its meta line
+        held = f"{source}'s stream" if source in STREAMS else "the trace"
+        return None if trajectory.steps else f"{held} held no steps; {SHOWING}"
     kind, sep, _ = source.partition(":")
     if kind in ("cmd", "script") and sep:
         return f"{kind}: actors print no step stream; {SHOWING}"
