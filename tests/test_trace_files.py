@@ -17,6 +17,7 @@ from ralph.actors.base import ActorResult
 from ralph.cli.trace_view import TraceView, trace_view, why_no_steps
 from ralph.errors import StoreError
 from ralph.rendering import to_data
+from ralph.workspace.branches import ChangedFile
 from tests.conftest import RunCli
 from tests.fakes.calc_project import make_calc_repo
 from tests.fakes.loop import Loop, Step, make_loop
@@ -211,3 +212,15 @@ def test_ralph_trace_of_a_cmd_agent_end_to_end(
     data = json.loads(ralph("trace", loop, "1", "--json", cwd=root).out)
     assert data["changed_files"] == [{"path": "calc.py", "added": 1, "removed": 1}]
     assert data["last_output"][0] == "agent line 11" and data["steps"] == []
+
+
+def test_the_screen_lists_at_most_fifty_files_and_says_binary_ones() -> None:
+    files = [ChangedFile("logo.png", None, None)]
+    files += [ChangedFile(f"m{i}.py", 120 if i == 0 else 1, 0) for i in range(60)]
+    view = TraceView(LOOP, 1, trace.Trajectory("cmd:x"), "why", files, [])
+    lines = drawn(view, width=100, terminal=False)
+    assert "files changed (61):" in lines and "  (binary)     logo.png" in lines
+    assert "      +120 -0  m0.py" in lines and "        +1 -0  m48.py" in lines
+    assert "m49.py" not in "\n".join(lines) and "  … 11 more files" in lines
+    assert "the actor's last output: none kept" in lines
+    assert len(to_data(view)["changed_files"]) == 61  # --json has them all
