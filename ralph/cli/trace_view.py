@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ralph.actors.command import LOG_FILE
 from ralph.actors.tail import log_tail
 from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
 from ralph.cli.common import show
@@ -35,7 +36,7 @@ def iterations(store: MemoryStore, loop_id: str) -> list[int]:
     """The loop's iterations that left anything to show: a trace, a record or an actor.log."""
     numbered = {
         int(path.parent.name)
-        for name in (TRACE_FILE, "actor.log")
+        for name in (TRACE_FILE, LOG_FILE)
         for path in store.loop_dir(loop_id).glob(f"[0-9][0-9][0-9]*/{name}")
         if path.parent.name.isdigit()
     }
@@ -82,7 +83,7 @@ def trace_view(store: MemoryStore, loop_id: str, iteration: int | None) -> Trace
     if view.why_no_steps is not None:
         view.changed_files = files_changed(store, loop_id, number)
         output = trajectory.output if trajectory else []
-        view.last_output = output or log_tail(path.with_name("actor.log"))
+        view.last_output = output or log_tail(path.with_name(LOG_FILE))
     return view
 
 
