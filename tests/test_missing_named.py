@@ -14,13 +14,13 @@ def test_spans_compact_runs_of_numbers() -> None:
     assert spans([]) == ""
 
 
-def test_trace_of_a_missing_iteration_names_the_iterations_with_traces(
+def test_trace_of_a_missing_iteration_names_the_iterations_there_are(
     ralph: RunCli, example_project: Path
 ) -> None:
     loop_dir = example_project / ".aiwg/ralph/loops" / EXAMPLE_LOOP
-    for number in ("001", "002", "004"):
+    for number in ("001", "002", "004", "007"):  # records 1-3: iteration 3 has no trace
         (loop_dir / number).mkdir(parents=True, exist_ok=True)
         (loop_dir / number / "trace.jsonl").write_text("")
-    result = ralph("trace", EXAMPLE_LOOP, "3", cwd=example_project)
+    result = ralph("trace", EXAMPLE_LOOP, "5", cwd=example_project)
     assert result.code == 2, result
-    assert "no trace for iteration 3; it has traces for iterations 1-2, 4" in result.err
+    assert "no iteration 5; it has iterations 1-4, 7" in result.err

@@ -248,7 +248,7 @@ def test_a_trace_draws_itself_and_names_an_error_only_when_there_is_one() -> Non
     stopped = TraceView("ralph-1", 2, Trajectory("claude", steps, error="bad line", unread=3))
     assert list(to_data(stopped))[-2:] == ["error", "unread"]
     assert drawn(stopped).splitlines() == [
-        "ralph-1 iteration 2: 1 steps (claude)",
+        "ralph-1 iteration 2: 1 step (claude)",
         "  1          thought: look",
         "             Read: a.py",
         "             → ok",

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ralph.actors.tail import OUTPUT_LINES
 from ralph.reading import open_regular
 from ralph.redact import redact
 
@@ -112,12 +113,16 @@ class Trajectory:
     unparsed: int = 0  # lines of the stream that were not JSON (noise, a truncated last line)
     error: str | None = None  # why parsing stopped early, if it did
     unread: int = 0  # lines of a stored trace past what a reader takes (`read`), never written
+    # the actor's last output lines (`tail.last_lines`), kept when no stream gave steps
+    output: list[str] = field(default_factory=list)
 
     def meta(self) -> dict[str, Any]:
         data: dict[str, Any] = {"source": self.source, "steps": len(self.steps)}
         data.update(dropped=self.dropped, unparsed=self.unparsed)
         if self.error:
             data["error"] = self.error
+        if self.output:
+            data["output"] = self.output
         if self.unread:
             data["unread"] = self.unread
         return data
@@ -259,6 +264,9 @@ def _read_line(trajectory: Trajectory, raw: bytes) -> None:
         trajectory.dropped = _count(meta.get("dropped"))
         trajectory.unparsed += _count(meta.get("unparsed"))
         trajectory.error = _text(meta.get("error"))
+        output = meta.get("output")
+        texts = (_text(line) for line in output[-OUTPUT_LINES:]) if isinstance(output, list) else ()
+        trajectory.output = [line for line in texts if line is not None]
     else:
         trajectory.steps.append(_step(data))
 

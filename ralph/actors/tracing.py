@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.actors.base import ActorResult
+from ralph.actors.tail import last_lines
 from ralph.actors.trace import (
     BRACKET,
     HEAD_STEPS,
@@ -397,9 +398,12 @@ def store_attempt(
     """Write the attempt's trace.jsonl; its summary for the record and its compact line.
 
     A trace is evidence, not the attempt: failing to build or write it costs the trace only.
+    An attempt no stream gave steps of keeps the actor's last output lines instead.
     """
     try:
         trajectory = from_result(acted, source)
+        if acted.trajectory is None or not trajectory.steps:
+            trajectory.output = last_lines(acted.output)
         write(artifacts, trajectory)
         summary = summarize(trajectory, check_commands=check_commands, workdir=workdir)
         return summary, compact(trajectory, workdir=workdir)

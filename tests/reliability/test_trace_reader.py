@@ -100,5 +100,5 @@ def test_a_fifo_for_a_trace_is_one_line_exit_2(
     folder.mkdir(parents=True)
     os.mkfifo(folder / trace.TRACE_FILE)
     unblock.append(folder / trace.TRACE_FILE)
-    result = ralph("trace", EXAMPLE_LOOP, cwd=example_project)
+    result = ralph("trace", EXAMPLE_LOOP, "2", cwd=example_project)
     assert result.code == 2 and "not a regular file" in result.err
