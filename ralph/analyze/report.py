@@ -235,7 +235,7 @@ def _draw_categories(fig: Any, a: Analysis) -> bool:
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#222;max-width:1400px}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}p{overflow-wrap:anywhere}
-.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:#f4f6f8;border-radius:6px;
+.cards{display:grid;gap:.8rem;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr))}.card{background:#f4f6f8;border-radius:6px;
 padding:.6rem 1rem}.card b{display:block;font-size:1.3rem}
 .row{display:flex;flex-wrap:wrap;gap:1rem 2rem;align-items:flex-start}
 .row>*{flex:1 1 min(30rem,100%);min-width:0}figure{margin:0}svg{max-width:100%;height:auto}
