@@ -14,7 +14,7 @@ from ralph.analyze.stats import analyze
 from ralph.ids import short_id
 from ralph.memory.store import MemoryStore
 
-from .test_analyze import make_loop
+from .test_analyze import make_loop, record
 
 LONG_TASK = "retry the provider on 429 with backoff and a jittered delay capped at thirty seconds"
 
@@ -152,3 +152,19 @@ def test_the_page_fits_a_phone(store: MemoryStore, tmp_path: Path) -> None:
     assert "svg{max-width:100%" in css  # a chart shrinks to the screen
     # a wide table scrolls in its own box, not the page
     assert page.count("<table>") == page.count("<div class='scroll'><table>") > 0
+
+
+def test_the_legend_names_the_harm_mark_when_an_attempt_broke_something(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    page = many(store, 3, tmp_path)
+    assert "broke what worked" not in page
+    harmed = record(loop_id(1), 2, 0.05)
+    assert harmed.ralph is not None
+    harmed.ralph.regressions = 2
+    store.write_record(harmed)  # the second attempt of the second loop broke two tests
+    write_html(analyze(store), tmp_path / "harm.html")
+    items = legend((tmp_path / "harm.html").read_text(encoding="utf-8"))
+    assert len(items) == 4 and "<span class='task'>broke what worked</span>" in items[-1]
+    assert "data-marker='x'" in items[-1] and "<line" not in items[-1]  # a mark, no line
+    assert "stroke='#d62728'" in items[-1]  # the chart's red, as SVG spells it

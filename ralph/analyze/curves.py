@@ -42,7 +42,7 @@ DISTINCT = min(len(COLOURS), len(MARKERS))  # more loops than this: a cloud unde
 LINE_WIDTH = 1.5
 SPREAD = 0.5  # iterations the dodged points of one iteration span at most
 TASK_CHARS = 60  # a task in the legend; CSS cuts it shorter on a narrow screen
-HARM = "tab:red"
+HARM = "#d62728"  # matplotlib's tab:red, spelt so the legend's SVG knows it too
 
 
 @dataclass(frozen=True)
