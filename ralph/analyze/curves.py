@@ -15,7 +15,7 @@ from typing import Any
 
 from ralph.glyphs import clip
 
-# tab10 without its red (red marks a regression), then two darker colours: twelve in all
+# tab10 without its red (red marks a regression), then three darker colours: twelve in all
 COLOURS = (
     "#1f77b4",
     "#ff7f0e",
@@ -30,7 +30,7 @@ COLOURS = (
     "#b8860b",
     "#222222",
 )
-MARKERS = "osD^vP*h<>pX"  # filled shapes, so a marker drawn over another still shows its edge
+MARKERS = "osD^vP*h<>pX"  # filled, with a white edge: a marker over another keeps its outline
 # (name, matplotlib on-off in line widths, the same in the swatch's pixels)
 DASHES = (
     ("solid", None, ""),
@@ -113,7 +113,7 @@ class LegendEntry:
     title: str
 
 
-def legend_html(entries: list[LegendEntry]) -> str:
+def _legend_html(entries: list[LegendEntry]) -> str:
     items = "".join(
         f"<li title='{html.escape(e.title, quote=True)}'>{e.style.swatch()}"
         + (f"<code>{html.escape(e.key)}</code>" if e.key else "")
@@ -194,7 +194,7 @@ def legend(curves: list[Curve]) -> str:
     if any(c.harmed for c in curves):
         harm = "an attempt that broke what worked before the loop"
         entries.append(LegendEntry(HARM_STYLE, "", "broke what worked", harm))
-    return legend_html(entries) if len(entries) > 1 else ""
+    return _legend_html(entries) if len(entries) > 1 else ""
 
 
 def with_titles(svg: str, prefix: str, curves: list[Curve]) -> str:

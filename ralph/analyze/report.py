@@ -2,7 +2,8 @@
 
 Kept apart from `analyze.py` so the figures stay testable without rich or matplotlib, and so
 `ralph analyze --json` never imports either. The HTML charts are drawn by matplotlib (the `plot`
-extra) and inlined as SVG; the page loads nothing from anywhere.
+extra) and inlined as SVG (the reward chart's curves and legend: curves.py); the page loads
+nothing from anywhere and fits a phone's width.
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
+UNKNOWN = "unknown"  # a figure nobody reported: the one word for it in every view
+
+
 def tokens_text(value: int | None) -> str:
     return UNKNOWN if value is None else f"{value:,}"
-
-
-UNKNOWN = "unknown"  # a figure nobody reported: the one word for it in every view
 
 
 def money(value: float | None) -> str:
@@ -198,8 +199,8 @@ def _curve(loop: LoopAnalysis) -> Curve:
     key = short_id(loop.loop_id)
     rewards = " → ".join(f"{r:.2f}" for r in loop.rewards)
     tooltip = f"{key} {task}".strip() + f"\nreward {rewards}\ncost {money(loop.cost_usd)}"
-    return Curve(series_iterations(loop), loop.rewards, frozenset(regressed(loop)), key, task,
-                 tooltip)  # fmt: skip
+    harmed = frozenset(regressed(loop))
+    return Curve(series_iterations(loop), loop.rewards, harmed, key, task, tooltip)
 
 
 def _draw_success(fig: Any, a: Analysis) -> bool:
@@ -235,8 +236,9 @@ def _draw_categories(fig: Any, a: Analysis) -> bool:
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#222;max-width:1400px}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}p{overflow-wrap:anywhere}
-.cards{display:grid;gap:.8rem;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr))}.card{background:#f4f6f8;border-radius:6px;
-padding:.6rem 1rem}.card b{display:block;font-size:1.3rem}
+.cards{display:grid;gap:.8rem;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr))}
+.card{background:#f4f6f8;border-radius:6px;padding:.6rem 1rem}
+.card b{display:block;font-size:1.3rem}
 .row{display:flex;flex-wrap:wrap;gap:1rem 2rem;align-items:flex-start}
 .row>*{flex:1 1 min(30rem,100%);min-width:0}figure{margin:0}svg{max-width:100%;height:auto}
 .legend{list-style:none;margin:.6rem 0 0;padding:0;display:grid;gap:.15rem 1.2rem;
