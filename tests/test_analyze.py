@@ -547,7 +547,8 @@ def test_html_is_self_contained_with_charts_and_tables(store: MemoryStore, tmp_p
     write_html(analyze(store), target)
     page = target.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
-    assert page.count("<svg") == 3  # reward per iteration, success@k, categories
+    assert page.count("<figure><svg") == 3  # reward per iteration, success@k, categories
+    assert page.count("<svg class='swatch'") == 2  # the two loops in the legend
     for title in ("Reward per iteration", "success@k", "Failure categories", "Loops"):
         assert f"<h2>{title}</h2>" in page
     assert "<table>" in page and "ralph-a-1" in page and "edge_case_miss" in page

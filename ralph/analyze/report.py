@@ -2,7 +2,8 @@
 
 Kept apart from `analyze.py` so the figures stay testable without rich or matplotlib, and so
 `ralph analyze --json` never imports either. The HTML charts are drawn by matplotlib (the `plot`
-extra) and inlined as SVG; the page loads nothing from anywhere.
+extra) and inlined as SVG (the reward chart's curves and legend: curves.py); the page loads
+nothing from anywhere and fits a phone's width.
 """
 
 from __future__ import annotations
@@ -11,19 +12,24 @@ import csv
 import html
 import io
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.analyze.curves import Curve, draw, legend, with_titles
 from ralph.errors import RalphError
 from ralph.files import atomic_write_text
-from ralph.glyphs import clip, sparkline
+from ralph.glyphs import sparkline
 from ralph.ids import short_id
 
 if TYPE_CHECKING:
     from ralph.analyze.stats import Analysis, LoopAnalysis
 
 EIGHTHS = " ▏▎▍▌▋▊▉█"
+FIGURE_INCHES = (5.2, 3.4)  # 1:1 in a wide column; on a phone the text stays readable
+FONT_PT = 11
+PROSE = 24  # a longer table cell wraps (at a space or hyphen); the others keep to one line
 
 CSV_COLUMNS = [
     "loop_id",
@@ -66,12 +72,16 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
+UNKNOWN = "unknown"  # a figure nobody reported: the one word for it in every view
+
+
 def tokens_text(value: int | None) -> str:
-    return "unknown" if value is None else f"{value:,}"
+    return UNKNOWN if value is None else f"{value:,}"
 
 
 def money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.2f}"
+    """A cost as every analyze view shows it: cards, tables and tooltips say the same."""
+    return UNKNOWN if value is None else f"${value:.2f}"
 
 
 def duration(seconds: float) -> str:
@@ -151,19 +161,22 @@ def write_html(a: Analysis, path: Path) -> None:
             "--html needs matplotlib, which is not installed",
             hint="pip install 'ralph-loop[plot]'",
         ) from None
+    curves = [_curve(loop) for loop in a.loops]
+    drawings: list[tuple[str, Callable[[Any], bool]]] = [
+        ("Reward per iteration", lambda fig: draw(fig, curves)),
+        ("success@k", lambda fig: _draw_success(fig, a)),
+        ("Failure categories", lambda fig: _draw_categories(fig, a)),
+    ]
     charts: list[tuple[str, str]] = []
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "ralph"}):
-        for n, (title, draw) in enumerate(
-            (
-                ("Reward per iteration", _draw_rewards),
-                ("success@k", _draw_success),
-                ("Failure categories", _draw_categories),
-            )
-        ):
-            fig = Figure(figsize=(7, 3.6), layout="constrained")
-            if draw(fig, a):
-                charts.append((title, _svg(fig, f"c{n}")))
-    atomic_write_text(path, _page(a, charts))
+    with matplotlib.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": "ralph", "font.size": FONT_PT}
+    ):
+        for n, (title, drawn) in enumerate(drawings):
+            fig = Figure(figsize=FIGURE_INCHES, layout="constrained")
+            if drawn(fig):
+                charts.append((title, with_titles(_svg(fig, f"c{n}"), f"c{n}-series-", curves)))
+    legends = {"Reward per iteration": legend(curves)}
+    atomic_write_text(path, _page(a, charts, legends))
 
 
 def _svg(fig: Any, prefix: str) -> str:
@@ -176,52 +189,18 @@ def _svg(fig: Any, prefix: str) -> str:
     return re.sub(r'(href="#|url\(#)([^")]+)', rf"\1{prefix}-\2", text)
 
 
-def _draw_rewards(fig: Any, a: Analysis) -> bool:
-    from matplotlib.ticker import MaxNLocator
-
-    ax = fig.subplots()
-    many = len(a.loops) > 12
-    longest: list[list[float]] = []
-    for loop in a.loops:
-        xs = series_iterations(loop)
-        if not xs:
-            continue
-        if many:  # a cloud of thin lines under the mean curve; no legend entry each
-            ax.plot(xs, loop.rewards, color="tab:blue", alpha=0.15, linewidth=0.8)
-        else:
-            ax.plot(xs, loop.rewards, marker="o", label=legend_label(loop))
-        broke = [(x, v) for x, v in zip(xs, loop.rewards, strict=True) if x in regressed(loop)]
-        if broke:  # harm stands out, even when the dip is small
-            ax.scatter(*zip(*broke, strict=True), marker="x", color="tab:red", s=60, zorder=3)
-        for x, value in zip(xs, loop.rewards, strict=True):
-            while len(longest) <= x:
-                longest.append([])
-            longest[x].append(value)
-    if not longest:
-        return False
-    if many:
-        means = [(x, sum(v) / len(v)) for x, v in enumerate(longest) if v]
-        ax.plot(*zip(*means, strict=True), color="tab:red", linewidth=2.2, label="mean")
-    if many or len(a.loops) > 1:  # under the chart, where it hides no curve, at a size to read
-        rows = 1 if many else (len(a.loops) + 1) // 2
-        fig.set_figheight(fig.get_figheight() + 0.28 * rows)
-        fig.legend(loc="outside lower center", ncols=1 if many else 2, fontsize=9)
-    ax.set(xlabel="iteration (0 = baseline)", ylabel="reward", ylim=(-0.02, 1.05))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(alpha=0.3)
-    return True
-
-
 def regressed(loop: LoopAnalysis) -> set[int]:
     """The iterations that broke what worked before the loop (their reward is below it)."""
     return {r.iteration for r in loop.records if r.regressions}
 
 
-def legend_label(loop: LoopAnalysis, width: int = 26) -> str:
-    """`b9b8d2a1 make the date parser…`: the loop's short id and its task, short enough for
-    two legend entries side by side."""
+def _curve(loop: LoopAnalysis) -> Curve:
     task = " ".join((loop.task or "").split())
-    return f"{short_id(loop.loop_id)} {clip(task, width)}".strip()
+    key = short_id(loop.loop_id)
+    rewards = " → ".join(f"{r:.2f}" for r in loop.rewards)
+    tooltip = f"{key} {task}".strip() + f"\nreward {rewards}\ncost {money(loop.cost_usd)}"
+    harmed = frozenset(regressed(loop))
+    return Curve(series_iterations(loop), loop.rewards, harmed, key, task, tooltip)
 
 
 def _draw_success(fig: Any, a: Analysis) -> bool:
@@ -256,13 +235,21 @@ def _draw_categories(fig: Any, a: Analysis) -> bool:
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem;color:#222;max-width:1400px}
-h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
-.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:#f4f6f8;border-radius:6px;
-padding:.6rem 1rem}.card b{display:block;font-size:1.3rem}
-.row{display:flex;flex-wrap:wrap;gap:2rem;align-items:flex-start}.row>*{flex:1 1 480px}
-svg{max-width:100%;height:auto}table{border-collapse:collapse;font-size:13px}
-th,td{padding:.25rem .6rem;border-bottom:1px solid #e3e3e3;text-align:left}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}p{overflow-wrap:anywhere}
+.cards{display:grid;gap:.8rem;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr))}
+.card{background:#f4f6f8;border-radius:6px;padding:.6rem 1rem}
+.card b{display:block;font-size:1.3rem}
+.row{display:flex;flex-wrap:wrap;gap:1rem 2rem;align-items:flex-start}
+.row>*{flex:1 1 min(30rem,100%);min-width:0}figure{margin:0}svg{max-width:100%;height:auto}
+.legend{list-style:none;margin:.6rem 0 0;padding:0;display:grid;gap:.15rem 1.2rem;
+grid-template-columns:repeat(auto-fill,minmax(min(19rem,100%),1fr))}
+.legend li{display:flex;align-items:center;gap:.45rem;min-width:0}.legend svg{flex:none}
+.legend .task{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:13px}
+th,td{padding:.25rem .45rem;border-bottom:1px solid #e3e3e3;text-align:left;white-space:nowrap}
+th,td.text{white-space:normal}td.text{min-width:9rem}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.spark{font-family:monospace}
+@media (max-width:40rem){body{margin:1rem}.row{gap:1rem}.card{padding:.4rem .7rem}}
 """
 
 
@@ -277,16 +264,19 @@ def _html_table(columns: list[str], rows: list[list[Any]]) -> str:
             if isinstance(v, int | float)
             else f"<td class='{v[0]}'>{html.escape(v[1])}</td>"
             if isinstance(v, tuple)
+            else f"<td class='text'>{html.escape(v)}</td>"
+            if len(v) > PROSE
             else f"<td>{html.escape(v)}</td>"
             for v in row
         )
         + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='scroll'>{table}</div>"  # a wide table scrolls in its box, not the page
 
 
-def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
+def _page(a: Analysis, charts: list[tuple[str, str]], legends: dict[str, str]) -> str:
     s = a.summary
     cards = [
         ("loops", str(s.loops)),
@@ -305,12 +295,13 @@ def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
         ("median iterations to green", num(s.median_iterations_to_green, 1)),
         ("iterations", str(s.iterations)),
         ("tokens", tokens_text(s.tokens)),
-        ("cost", "unknown" if s.cost_usd is None else money(s.cost_usd)),
+        ("cost", money(s.cost_usd)),
         ("wall time", duration(s.wall_seconds)),
         ("invalid files", str(len(a.invalid_files))),
     ]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         "<title>ralph analyze</title><style>" + CSS + "</style></head><body>",
         "<h1>ralph analyze</h1>",
         f"<p>{html.escape(_when())}"
@@ -324,7 +315,8 @@ def _page(a: Analysis, charts: list[tuple[str, str]]) -> str:
     ]
     tables = _side_tables(a)
     for title, svg in charts:
-        parts.append(f"<h2>{html.escape(title)}</h2><div class='row'><figure>{svg}</figure>")
+        figure = f"<figure>{svg}{legends.get(title, '')}</figure>"
+        parts.append(f"<h2>{html.escape(title)}</h2><div class='row'>{figure}")
         parts.append(f"<div>{tables.get(title, '')}</div></div>")
     parts.append("<h2>Loops</h2>" + _loops_table(a))
     for title, table in tables.items():
