@@ -23,7 +23,7 @@ from pathlib import Path
 from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
-from ralph.workspace import ignored
+from ralph.workspace import contention, ignored
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
@@ -48,22 +48,30 @@ class Git:
     ) -> tuple[int, bytes, str]:
         import git
 
-        try:
-            status, out, err = self._cmd.execute(
-                ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
-                with_extended_output=True,
-                with_exceptions=False,
-                stdout_as_string=False,
-                strip_newline_in_stdout=False,
-                env={**self.env, **(env or {})},
-            )
-        except git.GitCommandNotFound as exc:
-            raise PreflightError(
-                "git is not installed", hint="install git or use --no-git"
-            ) from exc
+        for wait in (*contention.PAUSES, None):  # another git's half-done write: try again
+            try:
+                status, out, err = self._cmd.execute(
+                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                    with_extended_output=True,
+                    with_exceptions=False,
+                    stdout_as_string=False,
+                    strip_newline_in_stdout=False,
+                    env={**self.env, **(env or {})},
+                )
+            except git.GitCommandNotFound as exc:
+                raise PreflightError(
+                    "git is not installed", hint="install git or use --no-git"
+                ) from exc
+            entry = contention.half_written(str(err)) if status != 0 else None
+            if entry is None or wait is None:
+                break
+            contention.pause(wait)
         if check and status != 0:
             first = (str(err).strip().splitlines() or ["no output"])[0]
             hint = f"see `git status` in {self.toplevel}"
+            if entry is not None:
+                hint = f"{entry} stays half written: if no git command is running, one adding "
+                hint += "that worktree was killed; remove that folder"
             raise RalphError(f"git {args[0]} failed: {first}", hint=hint)
         return int(status or 0), bytes(out or b""), str(err or "")
 
