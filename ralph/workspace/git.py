@@ -452,7 +452,7 @@ class GitWorkspace:
             return self._adopt(loop_id, adopted, dirty=bool(dirty))
         self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
-        original = self._git.current_branch()
+        original = self._git.current_branch() or self._noted_base_branch(loop_id)
         saved = (
             self._stash_user_changes(f"{original or head[:12]} when ralph loop {loop_id} started")
             if dirty
@@ -473,6 +473,14 @@ class GitWorkspace:
             original_commit=head,
             user_changes=saved,
         )
+
+    def _noted_base_branch(self, loop_id: str) -> str | None:
+        """The branch of the checkout `add_worktree` made this worktree from (its HEAD is
+        detached until the loop's branch exists); None for any other tree."""
+        try:
+            return base_branch_path(self._git, loop_id).read_text("utf-8").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def _start_path(self, loop_id: str) -> Path:
         """How the loop's branch began, written before the branch exists (in the git dir)."""
@@ -683,6 +691,14 @@ class GitWorkspace:
         self._git.run("update-ref", "-m", message, ref, sha)
         self._put_back(head, sha)
         return ref
+
+
+def base_branch_path(git: Git, loop_id: str) -> Path:
+    """Where `add_worktree` notes the branch its checkout was on, in the new worktree's own git
+    dir: the loop there starts on a detached HEAD, yet its work is for that branch (the state's
+    `original_branch`, the `base_branch` that `ralph apply` merges into)."""
+    name = f"ralph/{loop_id}/base-branch"
+    return Path(git.text("rev-parse", "--path-format=absolute", "--git-path", name))
 
 
 @functools.cache

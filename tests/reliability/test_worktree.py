@@ -135,6 +135,26 @@ def test_a_worktree_entry_left_half_written_fails_in_one_line_with_a_hint(
     assert paused == list(contention.PAUSES)  # bounded: a few tries, then the failure stands
 
 
+def test_a_worktree_loop_starts_from_the_branch_the_checkout_is_on(
+    ralph: RunCli, project: Path
+) -> None:
+    """Its worktree starts on a detached HEAD, yet its work is for that branch: the state, the
+    JSON and the final lines name it, and `ralph apply` merges there."""
+    git(project, "switch", "-q", "-c", "feature")
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--worktree"), cwd=project)
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    assert summary["base_branch"] == "feature"
+    state = MemoryStore(project).read_state(summary["loop_id"])
+    assert state.git is not None and state.git.original_branch == "feature"
+    assert f"branch  {summary['branch']} (from feature)" in result.err
+    status = json.loads(ralph("status", summary["loop_id"], "--json", cwd=project).out)
+    assert status["base_branch"] == "feature"
+    assert ralph("apply", summary["loop_id"], cwd=project).code == 0
+    assert git(project, "diff", "--cached", "--name-only") == "calc.py"
+
+
 def test_worktree_loop_resumes_from_inside_its_worktree(ralph: RunCli, project: Path) -> None:
     plan(project, {"1": write("partial"), "2": write("full")})
     result = ralph(*heuristic("--worktree", "--max-iterations", "1"), cwd=project)
