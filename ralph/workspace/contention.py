@@ -7,9 +7,9 @@ write; every git command that lists the worktrees (another `worktree add`, `work
 `fatal: failed to read .git/worktrees/<id>/commondir: Success` (git's die_errno with errno 0).
 Loops started at once with `--worktree` (`ralph batch`, two terminals, a CI job) meet it: one
 `worktree add` in fifty failed so with six adding at once on two cores kept busy. git dies
-there before it changes anything, so `Git.run` runs such a command again after
-a short, growing pause; a file that stays empty (a `worktree add` killed mid-write) fails after
-`PAUSES` with a hint.
+there before it changes anything, so `Git.run` runs such a command again after a short,
+growing pause; a file that stays empty (a `worktree add` killed mid-write) still fails after
+`PAUSES`, with a hint.
 """
 
 from __future__ import annotations
