@@ -2,8 +2,9 @@
 
 Both are implicit feedback (memory/feedback.py): applying a loop that succeeded counts as
 accepted (a failed loop's work is applied only when asked for by `--iteration N` or `--force`,
-and never counts); pruning the branch of a loop that was neither applied nor merged counts as
-not taken. A person's explicit `ralph feedback` always wins over either.
+and never counts, though `prune` then knows it was applied: `applied.json`); pruning the
+branch of a loop that was neither applied nor merged counts as not taken. A person's explicit
+`ralph feedback` always wins over either.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
 FINISHED = ("completed", "failed", "aborted")
+APPLIED_FILE = "applied.json"  # in the loop's folder: `ralph apply` brought its work (`prune`)
 
 
 @dataclass
@@ -127,6 +129,8 @@ def apply_loop(
     if applied.files or applied.conflicts:
         from ralph.loop.apply_message import apply_message
 
+        _note_applied(store, state.loop_id, chosen, commit)
+
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))
@@ -137,6 +141,16 @@ def apply_loop(
     return ApplyOutcome(
         state.loop_id, chosen, commit, branch, applied.files, applied.conflicts, accepted
     )
+
+
+def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:
+    """`loops/<id>/applied.json`: this loop's work was taken, whatever its feedback says (a
+    failed loop's apply is no verdict), so `prune` does not count it as not taken."""
+    from ralph.files import atomic_write_json
+    from ralph.records import utc_now
+
+    data = {"iteration": iteration, "commit": commit, "timestamp": utc_now()}
+    atomic_write_json(store.loop_dir(loop_id) / APPLIED_FILE, data)
 
 
 def _changes(branches: Branches, git: GitState, commit: str) -> bool:
@@ -260,7 +274,8 @@ def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem
         item.kept = f"{item.branch} is checked out in {holder} (switch away first)"
     best = git.commit_of(state.best_iteration) if git and state.best_iteration else None
     offered = bool(best) and best != (git.base_commit if git else None)  # work to take
-    if item.branch and offered and read_feedback(store, state.loop_id) is None:
+    applied = (store.loop_dir(state.loop_id) / APPLIED_FILE).is_file()
+    if item.branch and offered and not applied and read_feedback(store, state.loop_id) is None:
         item.not_taken = not branches.merged_elsewhere(str(best), item.branch)
     return item
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
-from ralph.workspace import ignored
+from ralph.workspace import contention, ignored
 from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
 from ralph.workspace.locate import find_repo_root
 
@@ -48,22 +48,30 @@ class Git:
     ) -> tuple[int, bytes, str]:
         import git
 
-        try:
-            status, out, err = self._cmd.execute(
-                ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
-                with_extended_output=True,
-                with_exceptions=False,
-                stdout_as_string=False,
-                strip_newline_in_stdout=False,
-                env={**self.env, **(env or {})},
-            )
-        except git.GitCommandNotFound as exc:
-            raise PreflightError(
-                "git is not installed", hint="install git or use --no-git"
-            ) from exc
+        for wait in (*contention.PAUSES, None):  # another git's half-done write: try again
+            try:
+                status, out, err = self._cmd.execute(
+                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                    with_extended_output=True,
+                    with_exceptions=False,
+                    stdout_as_string=False,
+                    strip_newline_in_stdout=False,
+                    env={**self.env, **(env or {})},
+                )
+            except git.GitCommandNotFound as exc:
+                raise PreflightError(
+                    "git is not installed", hint="install git or use --no-git"
+                ) from exc
+            entry = contention.half_written(str(err)) if status != 0 else None
+            if entry is None or wait is None:
+                break
+            contention.pause(wait)
         if check and status != 0:
             first = (str(err).strip().splitlines() or ["no output"])[0]
             hint = f"see `git status` in {self.toplevel}"
+            if entry is not None:
+                hint = f"{entry} stays half written: if no git command is running, one adding "
+                hint += "that worktree was killed; remove that folder"
             raise RalphError(f"git {args[0]} failed: {first}", hint=hint)
         return int(status or 0), bytes(out or b""), str(err or "")
 
@@ -444,7 +452,7 @@ class GitWorkspace:
             return self._adopt(loop_id, adopted, dirty=bool(dirty))
         self._keep_ignored(loop_id, fresh=True)  # before the branch: resume relies on it
         branch = loop_branch(loop_id)
-        original = self._git.current_branch()
+        original = self._git.current_branch() or self._noted_base_branch(loop_id)
         saved = (
             self._stash_user_changes(f"{original or head[:12]} when ralph loop {loop_id} started")
             if dirty
@@ -465,6 +473,14 @@ class GitWorkspace:
             original_commit=head,
             user_changes=saved,
         )
+
+    def _noted_base_branch(self, loop_id: str) -> str | None:
+        """The branch of the checkout `add_worktree` made this worktree from (its HEAD is
+        detached until the loop's branch exists); None for any other tree."""
+        try:
+            return base_branch_path(self._git, loop_id).read_text("utf-8").strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def _start_path(self, loop_id: str) -> Path:
         """How the loop's branch began, written before the branch exists (in the git dir)."""
@@ -675,6 +691,14 @@ class GitWorkspace:
         self._git.run("update-ref", "-m", message, ref, sha)
         self._put_back(head, sha)
         return ref
+
+
+def base_branch_path(git: Git, loop_id: str) -> Path:
+    """Where `add_worktree` notes the branch its checkout was on, in the new worktree's own git
+    dir: the loop there starts on a detached HEAD, yet its work is for that branch (the state's
+    `original_branch`, the `base_branch` that `ralph apply` merges into)."""
+    name = f"ralph/{loop_id}/base-branch"
+    return Path(git.text("rev-parse", "--path-format=absolute", "--git-path", name))
 
 
 @functools.cache
