@@ -193,7 +193,7 @@ def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> No
     pruned = Pruned(False, [item], Path("/m/reflections"))
     assert drawn(pruned).splitlines() == [
         f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
-        "1 loop(s) pruned; their records stay in /m/reflections",
+        "1 loop pruned; their records stay in /m/reflections",
     ]
     assert list(to_data(pruned)) == ["dry_run", "loops"]
     assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"
@@ -248,7 +248,7 @@ def test_a_trace_draws_itself_and_names_an_error_only_when_there_is_one() -> Non
     stopped = TraceView("ralph-1", 2, Trajectory("claude", steps, error="bad line", unread=3))
     assert list(to_data(stopped))[-2:] == ["error", "unread"]
     assert drawn(stopped).splitlines() == [
-        "ralph-1 iteration 2: 1 steps (claude)",
+        "ralph-1 iteration 2: 1 step (claude)",
         "  1          thought: look",
         "             Read: a.py",
         "             → ok",

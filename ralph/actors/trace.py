@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ralph.glyphs import plural
 from ralph.reading import open_regular
 from ralph.redact import redact
 
@@ -137,7 +138,7 @@ def trim(text: Any, limit: int) -> str | None:
     if len(raw) <= limit and len(clean) <= limit:
         return clean
     more = max(len(raw), len(clean)) - limit
-    return clean[:limit] + f"… [{more} more chars]"
+    return clean[:limit] + f"… [{plural(more, 'more char')}]"
 
 
 def tool_kind(tool: str) -> str:
@@ -286,7 +287,7 @@ def _text(value: Any) -> str | None:
         return None
     if len(value) <= READ_FIELD_CHARS:
         return value
-    return value[:READ_FIELD_CHARS] + f"… [{len(value) - READ_FIELD_CHARS} more chars]"
+    return value[:READ_FIELD_CHARS] + f"… [{plural(len(value) - READ_FIELD_CHARS, 'more char')}]"
 
 
 def _count(value: Any) -> int:
@@ -399,7 +400,9 @@ def compact(trajectory: Trajectory, *, workdir: Path | None = None) -> str:
             continue
         parts.append(text)
     if trajectory.dropped:
-        parts.insert(min(HEAD_STEPS, len(parts)), f"… {trajectory.dropped} steps left out …")
+        parts.insert(
+            min(HEAD_STEPS, len(parts)), f"… {plural(trajectory.dropped, 'step')} left out …"
+        )
     line = "; ".join(parts)
     if len(line) > COMPACT_CHARS:
         line = line[: COMPACT_CHARS // 2] + " … " + line[-COMPACT_CHARS // 2 :]

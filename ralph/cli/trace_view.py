@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
 from ralph.cli.common import show
 from ralph.errors import StoreError
-from ralph.glyphs import spans
+from ralph.glyphs import plural, spans
 from ralph.ids import validate_loop_id
 from ralph.reading import Unreadable
 from ralph.rendering import lines
@@ -114,7 +114,7 @@ class TraceView:
         times = [w for w in (_when(s.ts) for s in trajectory.steps) if w is not None]
         start = min(times) if times else None
         title = (
-            f"{self.loop_id} iteration {self.iteration}: {len(trajectory.steps)} steps "
+            f"{self.loop_id} iteration {self.iteration}: {plural(len(trajectory.steps), 'step')} "
             f"({trajectory.source})"
         )
         if console.is_terminal:
@@ -124,14 +124,15 @@ class TraceView:
             for i, step in enumerate(trajectory.steps, 1):
                 yield from lines(*_plain_step(i, step, start))
         if trajectory.dropped:
-            yield from lines(f"{trajectory.dropped} steps left out to bound the trace")
+            yield from lines(f"{plural(trajectory.dropped, 'step')} left out to bound the trace")
         if trajectory.unparsed:
-            yield from lines(f"{trajectory.unparsed} lines of output were not JSON")
+            yield from lines(f"{plural(trajectory.unparsed, 'line')} of output not JSON")
         if trajectory.error:
             yield from lines(f"parsing stopped: {trajectory.error}")
         if trajectory.unread:
             yield from lines(
-                f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps"
+                f"{plural(trajectory.unread, 'more line')} not read: "
+                f"a trace shows at most {READ_STEPS} steps"
             )
 
 
