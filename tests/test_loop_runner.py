@@ -88,6 +88,24 @@ def test_success_at_iteration_two_because_the_reflection_reached_the_prompt(
     assert [d.action for d in loop.reporter.decisions] == ["continue", "success"]
 
 
+def test_any_reflector_fits_the_loop_through_its_protocol(tmp_path: Path) -> None:
+    """The loop holds a Reflector, not the model's class: a fake one's words reach the record
+    and the next prompt, and it is asked once per failed attempt with its evaluation."""
+    from ralph.testing import FakeReflector
+
+    reflector = FakeReflector("MARKER-one: I ignored the sign.", "MARKER-two")
+    plan = {1: write("half"), 2: write("partial"), 3: write("full")}
+    loop = make_loop(tmp_path, plan, reflector=reflector)
+    assert loop.start().exit_code == 0
+    records = records_on_disk(loop)
+    texts = [r["self_reflection"]["reflection_text"] for r in records]
+    assert texts[:2] == ["MARKER-one: I ignored the sign.", "MARKER-two"]
+    assert "MARKER-one" in loop.actor.prompts[2] and "MARKER-two" in loop.actor.prompts[3]
+    assert [call["iteration"] for call in reflector.calls] == [1, 2]
+    assert [call["evaluation"].passed for call in reflector.calls] == [False, False]
+    assert "calc.py" in reflector.calls[0]["diff_summary"]
+
+
 def test_the_first_prompt_names_what_the_baseline_found_failing(tmp_path: Path) -> None:
     loop = make_loop(tmp_path, {1: write("full")})
     assert loop.start().exit_code == 0
