@@ -1,4 +1,4 @@
-"""LoopRunner in process, over the fakes of tests/fakes/loop.py: the loop's logic (when it stops,
+"""LoopRunner in process, over the fakes of ralph.testing: the loop's logic (when it stops,
 what it remembers, what the next prompt says, rollback, resume, abort) without an agent
 process, a pytest run or git. tests/test_loop.py keeps the end-to-end runs of `ralph run`."""
 
@@ -18,9 +18,7 @@ from ralph.evaluators.shell import ShellCheck
 from ralph.loop.result import EXIT_CODES
 from ralph.memory.store import MemoryStore
 from ralph.records import CheckResult
-
-from .conftest import RunCli
-from .fakes.loop import (
+from ralph.testing import (
     VERSIONS,
     Crash,
     FakeChat,
@@ -32,6 +30,8 @@ from .fakes.loop import (
     make_loop,
     write,
 )
+
+from .conftest import RunCli
 
 REFLECTION = {
     "reflection_text": "I returned x unchanged, so f(-1) gives -1: calc.py ignores the sign. "

@@ -20,7 +20,7 @@ from ralph.memory.validation import Validation
 from ralph.records import CheckResult
 from ralph.rendering import Rows, to_data
 from ralph.workspace.branches import ChangedFile
-from tests.fakes.loop import record
+from tests.fakes.records import record
 
 
 def drawn(result: Any, *, terminal: bool = False, width: int = 200) -> str:
