@@ -22,13 +22,34 @@ def _modules() -> list[tuple[str, ast.Module]]:
     ]
 
 
+def _declared_only(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A protocol's method: `...` (after a docstring or not), no body of its own."""
+    body = [
+        s
+        for s in node.body
+        if not (
+            isinstance(s, ast.Expr)
+            and isinstance(s.value, ast.Constant)
+            and isinstance(s.value.value, str)
+        )
+    ]
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Expr)
+        and getattr(body[0].value, "value", None) is Ellipsis
+    )
+
+
 @functools.cache
 def _definitions() -> dict[str, list[str]]:
-    """Function and method name -> where it is defined, as `module:line`."""
+    """Function and method name -> where it is defined (not where a protocol declares it),
+    as `module:line`."""
     found: dict[str, list[str]] = {}
     for module, tree in _modules():
         for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if not _declared_only(node):
                 found.setdefault(node.name, []).append(f"{module}:{node.lineno}")
     return found
 
