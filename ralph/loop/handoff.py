@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ralph.errors import PreflightError, StoreError
+from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
@@ -43,7 +44,7 @@ class ApplyOutcome:
         if not self.files and not self.conflicts:
             yield from lines(f"nothing to apply: this branch has {where} already")
             return
-        count = f"{len(self.files)} file{'' if len(self.files) == 1 else 's'}"
+        count = plural(len(self.files), "file")
         yield whole(f"applied {where}: {count}, staged, not committed")
         yield from lines(*(f"  {name}" for name in self.files[:20]))
         if len(self.files) > 20:
@@ -212,14 +213,14 @@ class Pruned:
             if item.branch:
                 what.append(f"branch {item.branch} (was {(item.branch_commit or '')[:12]})")
             if item.rescue_refs:
-                what.append(f"{len(item.rescue_refs)} rescue ref(s)")
+                what.append(plural(len(item.rescue_refs), "rescue ref"))
             taken = ", not taken" if item.not_taken else ""
             yield whole(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
         gone = [item for item in self.loops if not item.kept]
         if not gone:
             yield from lines("nothing to prune")
         elif not self.dry_run:
-            yield whole(f"{len(gone)} loop(s) pruned; their records stay in {self.records}")
+            yield whole(f"{plural(len(gone), 'loop')} pruned; their records stay in {self.records}")
 
 
 def plan_prune(
@@ -267,7 +268,9 @@ def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem
         item.worktree = worktree
         changed = branches.worktree_changes(Path(worktree))
         if changed:
-            item.kept = f"its worktree {worktree} has uncommitted changes ({len(changed)} files)"
+            item.kept = (
+                f"its worktree {worktree} has uncommitted changes ({plural(len(changed), 'file')})"
+            )
     item.rescue_refs = branches.rescue_refs(state.loop_id)
     holder = branches.checked_out().get(item.branch or "")
     if holder is not None and (not worktree or holder.resolve() != Path(worktree).resolve()):
