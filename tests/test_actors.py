@@ -172,6 +172,21 @@ def test_cmd_agent_that_cannot_start_at_its_first_attempt_is_a_configuration_err
     assert raised.value.exit_code == 2
 
 
+def test_cmd_agent_summary_is_its_last_lines_bounded_clean_and_redacted(
+    ctx: ActorContext,
+) -> None:
+    lines = "".join(f"echo line {n}; " for n in range(1, 9))
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    command = f"{lines}echo; printf '\\033[31mred\\033[0m {secret}\\n'; echo noise >&2; exit 3"
+    summary = CommandActor(command).act("go", ctx).summary
+    assert summary == "line 5\nline 6\nline 7\nline 8\nred [REDACTED]\n(the agent exited 3)"
+    wide = "; ".join(f"printf '{n}%0199d\\n' 0" for n in range(5))  # 5 lines of 200 chars
+    long = CommandActor(wide).act("go", ctx).summary
+    assert long is not None and [line[0] for line in long.splitlines()] == ["3", "4"]
+    assert CommandActor("echo only-on-stderr >&2").act("go", ctx).summary == "only-on-stderr"
+    assert CommandActor("true").act("go", ctx).summary is None  # the record's stand-in
+
+
 def test_cmd_agent_exiting_127_after_its_first_attempt_is_its_own_business(
     ctx: ActorContext,
 ) -> None:

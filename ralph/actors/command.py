@@ -18,6 +18,8 @@ from pathlib import Path
 
 from ralph import process
 from ralph.actors.base import ActorContext, ActorResult
+from ralph.actors.tail import last_lines
+from ralph.actors.trace import Trajectory
 from ralph.errors import ConfigError, PreflightError
 from ralph.files import atomic_write_text
 from ralph.process import ProcessResult
@@ -27,6 +29,8 @@ from ralph.sandbox import Sandbox, denials
 PROMPT_FILE = "prompt.md"
 LOG_FILE = "actor.log"
 REQUEST_FILE = "request.md"  # what an LLM actor sent: system text, prompt and the files
+SUMMARY_LINES = 5  # of a `cmd:` agent's output, its account of the attempt
+SUMMARY_CHARS = 500
 
 
 # Artifacts, not memory: atomic but not fsynced (a rerun writes them again), so an iteration
@@ -141,11 +145,28 @@ class CommandActor:
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
             timed_out=result.timed_out,
+            summary=summary_of(result),
+            # no step stream: the trace keeps the output's end, not a step made of the summary
+            trajectory=Trajectory(self.name),
             notes=denials(output) if self.sandbox is not None else [],
         )
 
     def chat_client(self) -> ChatClient | None:
         return None
+
+
+def summary_of(result: ProcessResult) -> str | None:
+    """A `cmd:` agent's account of its attempt: the last lines it printed with text in them
+    (stdout's, else stderr's; escapes out, redacted: `tail.last_lines`), at most
+    `SUMMARY_LINES` and `SUMMARY_CHARS`, and a non-zero exit. None when it printed nothing:
+    the record then gets ralph's stand-in, which no lesson or commit quotes."""
+    lines = last_lines(result.stdout, SUMMARY_LINES) or last_lines(result.stderr, SUMMARY_LINES)
+    while len(lines) > 1 and len("\n".join(lines)) > SUMMARY_CHARS:  # a line is at most ~320
+        lines.pop(0)
+    text = "\n".join(lines)
+    if text and result.timed_out is None and result.exit_code not in (0, None):
+        text += f"\n(the agent exited {result.exit_code})"
+    return text or None
 
 
 def anchored(command: str, here: Path) -> str:
