@@ -147,6 +147,10 @@ def test_cmd_relative_program_not_in_the_invocation_directory_stays_as_written(
     actor.preflight()  # found where it runs
     with pytest.raises(PreflightError, match="missing"):
         CommandActor("./missing.sh", invoked_from=tmp_path, base_dir=ctx.workdir).preflight()
+    (ctx.workdir / "tools" / "agent.sh").chmod(0o644)
+    with pytest.raises(PreflightError, match="not executable") as raised:
+        CommandActor("tools/agent.sh", invoked_from=tmp_path, base_dir=ctx.workdir).preflight()
+    assert raised.value.hint == "chmod +x tools/agent.sh"
     assert CommandActor("echo ./x; ./y", invoked_from=tmp_path).command == "echo ./x; ./y"
 
 

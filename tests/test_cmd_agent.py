@@ -27,7 +27,8 @@ def test_an_agent_that_cannot_start_stops_the_loop_at_once_without_an_iteration(
         loop.start()
     log = loop.store.artifacts_dir("ralph-fake-1", 1) / "actor.log"
     assert str(agent) in raised.value.message and str(log) in raised.value.message
-    assert "exit 127: not found" in raised.value.message
+    assert "exit 127: not found" in raised.value.message  # and the shell's own words:
+    assert "no-such-agent-cli-xyz: not found" in raised.value.message
     assert "no-such-agent-cli-xyz" in log.read_text()
     state = loop.state()
     assert state.iteration == 0 and not list(loop.store.record_paths("ralph-fake-1"))

@@ -106,7 +106,13 @@ class CommandActor:
         if program is None or any(c in program for c in "$`;|&<>*?"):
             return
         if "/" in program:  # relative: not in the invocation directory (`anchored`)
-            found = (self.base_dir / Path(program).expanduser()).is_file()
+            path = self.base_dir / Path(program).expanduser()
+            found = path.is_file()
+            if found and not os.access(path, os.X_OK):
+                raise PreflightError(
+                    f"cmd: program {program!r} is not executable",
+                    hint=f"chmod +x {shlex.quote(program)}",
+                )
         else:
             found = process.which(program, path=search_path(self.environ)) is not None
         if not found:
@@ -204,7 +210,9 @@ def cannot_start(result: ProcessResult, program: str | None) -> str | None:
     program (a pipeline's exit is its last program's). Only meant for a first attempt: later,
     an agent's own exit of 127 is its business."""
     if result.timed_out is None and result.exit_code in NOT_STARTED:
-        return f"exit {result.exit_code}: {NOT_STARTED[result.exit_code]}"
+        said = last_lines(result.stderr, 1)  # the shell's own words: which program, and why
+        why = f"exit {result.exit_code}: {NOT_STARTED[result.exit_code]}"
+        return f"{why}: {said[0]}" if said else why
     for refusal in SHELL_REFUSAL.finditer(result.stderr):
         if program is not None and refusal["program"] == program:
             return f"{refusal['why'].lower()}: {program}"
