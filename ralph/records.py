@@ -82,6 +82,22 @@ MAX_COST_USD = 1e9
 MAX_TOKENS = 10**15
 
 
+# A record's rationale when the actor gave no account of its own (`loop/iteration.rationale`):
+# the schema needs one, but it says nothing an agent did, so no lesson and no commit quotes it.
+NO_SUMMARY = re.compile(r"^The actor .* without a summary of its own\.$")
+
+
+def no_summary(status: str, duration_ms: int) -> str:
+    """The stand-in rationale: `status` is "exited 0" or "timed out"."""
+    return f"The actor {status} after {duration_ms} ms without a summary of its own."
+
+
+def actor_said(rationale: str | None) -> str:
+    """A rationale as the actor's own words; "" for the stand-in (also of older records)."""
+    text = (rationale or "").strip()
+    return "" if NO_SUMMARY.match(text) else text
+
+
 def utc_now() -> str:
     """An RFC 3339 timestamp, the format the schema's date-time expects."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

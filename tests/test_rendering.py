@@ -282,8 +282,9 @@ def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
         "command  claude -p",
         "checks (baseline on the untouched tree):",
         "note: a [note]",
-        "nothing to do: no target fails on the untouched tree (the loop would end at once, "
-        "exit 0, already_green)",
+        "nothing to do: every check passes already, so there is nothing for the loop to fix: "
+        "name what must change with --check NAME or --test CMD, or use --strict (the loop would "
+        "end at once, exit 0, already_green)",
     ]
 
 

@@ -143,6 +143,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
     from ralph.evaluators.describe import check_summary
     from ralph.evaluators.suite import CheckSuite
     from ralph.evaluators.tools import runnable_checks
+    from ralph.loop.announce import NAME_WHAT_MUST_CHANGE
     from ralph.loop.assembly import make_evaluator
 
     try:
@@ -194,7 +195,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
                 "green",
                 "no target fails: a loop would end at once (already_green)",
                 None,
-                "name what must change with --test or --check, or --strict",
+                NAME_WHAT_MUST_CHANGE,
             )
     return [rows[c.spec.name] for c in suite.checks] + ([rows["(all)"]] if "(all)" in rows else [])
 
