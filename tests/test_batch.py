@@ -277,7 +277,8 @@ def test_the_live_table_shows_every_loop() -> None:
     from rich.console import Console
 
     from ralph.cli.batch_view import LiveView
-    from ralph.loop.batch import BatchTask, Entry
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
 
     entry = Entry(BatchTask("add", "fix add", max_iterations=4), "ralph-add-00000001")
     entry.status, entry.iteration, entry.best_reward, entry.rewards = "running", 2, 0.5, [0, 0.5]
@@ -293,7 +294,8 @@ def test_the_plain_summary_names_each_loops_status_branch_changes_and_apply_comm
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from ralph.cli.batch_view import PlainView
-    from ralph.loop.batch import BatchTask, Entry
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
 
     calc = [{"path": "calc.py", "added": 1, "removed": 1}]
     done = Entry(BatchTask("add", "fix add"), "ralph-add-00000001", status="completed")
