@@ -230,7 +230,7 @@ def test_a_batch_started_with_sigint_ignored_still_stops_its_loops_on_sigterm(
         ("- {name: a, task: x}\n- {name: a, task: y}\n", "task 2 ('a'): duplicate name 'a'"),
         ("- fix the parser\n- fix the parser\n", "task 2: duplicate name 'fix-the-parser'"),
         ("- {task: x, max-iterations: 0}\n", "task 1: `max_iterations` must be"),
-        ("- {task: x, checks: [{name: a}]}\n", "task 1: `checks` must be"),
+        ("- {task: x, checks: [3]}\n", "task 1: `checks` must be"),
         ("- {task: x, actor: 3}\n", "task 1: `actor` must be"),
         ("tasks: []\n", "no tasks"),
         ("{jobs: 2, tasks: [x]}\n", "unknown top-level key 'jobs'"),

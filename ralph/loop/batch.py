@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ralph import config
 from ralph.errors import PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.glyphs import plural
 from ralph.ids import new_loop_id
+from ralph.loop.task_checks import loop_env
 from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.store import MemoryStore, parse_state
 
@@ -64,6 +66,8 @@ class Entry:
     worktree: str | None = None
     changed_files: list[dict[str, Any]] | None = None  # read once the loop has finished
     changes_read: bool = False
+    # the task's `test` and `checks` for its `ralph run` (loop/task_checks.py), set by Batch
+    checks_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         """Variables the loop's process gets on top of ralph's own environment."""
@@ -77,10 +81,7 @@ class Entry:
             return [*ralph, "resume", self.loop_id, "--json", "--quiet", *extra]
         argv = [*ralph, "run", "--worktree", "--loop-id", self.loop_id]
         argv += ["--json", "--quiet", *extra]
-        argv += ["--test", self.task.test] if self.task.test else []
         argv += ["--actor", self.task.actor] if self.task.actor else []
-        for check in self.task.checks:
-            argv += ["--check", check]
         argv += ["--allow-test-edits"] if self.task.allow_test_edits else []
         # last, after `--`: a task like "--help me" is the task, not a flag
         return [*argv, *self.run_flags(), "--", self.task.task]
@@ -206,6 +207,9 @@ class Batch:
         # like Ctrl-C (as `ralph abort` does); otherwise with SIGINT, a Ctrl-C.
         ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         self.stop_signal = signal.SIGTERM if ignored else signal.SIGINT
+        configured = config.load(root)
+        for entry in entries:
+            entry.checks_env = loop_env(entry.task, configured)
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
@@ -249,7 +253,7 @@ class Batch:
             result = process.run(
                 entry.argv(),
                 cwd=self.root,
-                env=entry.env(),
+                env={**entry.checks_env, **entry.env()},
                 on_start=lambda proc: self._started(entry, proc),
             )
         except (OSError, ValueError) as exc:  # validated before: a limit of this machine
@@ -364,13 +368,11 @@ def run_batch(
 def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
     """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
     before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
-    from ralph import config
     from ralph.loop.parity import batch_needs_probe, probe_batch
+    from ralph.loop.task_checks import task_settings
 
-    settings = [
-        config.load(root, {"test": task.test, "checks": list(task.checks) or None})
-        for task in tasks
-    ]
+    configured = config.load(root)
+    settings = [task_settings(root, task, configured) for task in tasks]
     if batch_needs_probe(root, settings):
         view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
         probe_batch(root, settings)

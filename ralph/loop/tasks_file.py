@@ -1,8 +1,8 @@
 """The tasks file of `ralph batch` and `ralph bench`: its format, read and checked in one place.
 
 YAML: a list of tasks, or `{defaults: {...}, tasks: [...]}`. A task is a mapping with `task`
-(the text) and optionally `name` (unique; default: from the task), `test`, `checks` (names or
-commands), `actor`, `max_iterations` and
+(the text) and optionally `name` (unique; default: from the task), `test`, `checks` (names,
+commands, or mappings with a `role:` like config.yaml's), `actor`, `max_iterations` and
 `allow_test_edits`; a bare string is a task. Any mistake is one line naming the entry, and
 nothing starts: every task is checked before the first loop is launched, including what would
 stop its process from starting (a NUL character, a task over `MAX_TASK_CHARS`). A task is
@@ -27,7 +27,47 @@ DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
 # A task travels as one command-line argument of `ralph run`: Linux refuses one over 128 KiB
 # (E2BIG). A task is a paragraph or a page; anything longer belongs in a file the task names.
 MAX_TASK_CHARS = 32_000
+CHECK_KEYS: tuple[str, ...] = ("name", "command", "parser", "weight", "timeout", "role")
+CHECK_KEYS += ("criteria", "model", "threshold", "dimensions")
+CHECK_HINT = "e.g. {name: all-tests, command: pytest, role: guard}; keys: " + ", ".join(CHECK_KEYS)
 EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
+
+# `ralph batch --help` (click keeps a `\b` paragraph as written); README's "Many tasks" too.
+FORMAT_HELP = """\
+TASKS_FILE is YAML: a list of tasks, or a mapping with `tasks:` (that list) and `defaults:`
+(keys every task gets unless it sets them: test, checks, actor, max_iterations,
+allow_test_edits). A task is its text as a bare string, or a mapping:
+
+\b
+  task              what to do (required; at most 32,000 characters)
+  name              unique; names the loop and its branch (default: from the task)
+  test              the tests this task must make pass: its target; the project's
+                    configured checks still run, as guards (no test that passed may
+                    fail, no new finding); a check whose config sets `role:` keeps it
+  checks            instead of the configured checks: a name (pytest, mypy, ruff or a
+                    configured check's), a command, or a mapping like config.yaml's
+                    {name, command, parser, weight, timeout, role}; a list of them.
+                    Without `role:` a check is a target
+  actor             who changes the code: claude, codex, cmd:/abs/agent.sh, ...
+  max_iterations    attempts before the loop gives up (default: the config's)
+  allow_test_edits  true: the task is about the tests, its edits of them count
+
+A task with neither `test` nor `checks` is judged by the configured checks alone: every test
+failing before the loop is its target, the other tasks' too. Every task's actor and checks
+are checked before any loop starts.
+
+\b
+Example:
+  defaults: {actor: claude, max_iterations: 5}
+  tasks:
+    - name: dates
+      task: fix the failing date parser tests
+      test: pytest -q tests/test_dates.py
+    - name: lint
+      task: make ruff clean on src/api
+      checks: [ruff check src/api, {name: pytest, role: guard}]
+    - make mypy pass
+"""
 
 
 class TasksFileError(ConfigError):
@@ -39,10 +79,21 @@ class BatchTask:
     name: str
     task: str
     test: str | None = None
-    checks: tuple[str, ...] = ()
+    # names or commands (str), or check mappings like config.yaml's (dict)
+    checks: tuple[str | dict[str, Any], ...] = ()
     actor: str | None = None
     max_iterations: int | None = None
     allow_test_edits: bool = False  # a task about the tests (loop/protect.py)
+
+    def own_checks(self) -> list[str]:
+        """The names of the checks this task named as its targets (`test` is `tests`)."""
+        from ralph.config import parse_check
+
+        named = [] if self.test is None else ["tests"]
+        for item in self.checks:
+            if not (isinstance(item, dict) and item.get("role") == "guard"):
+                named.append(item["name"] if isinstance(item, dict) else parse_check(item).name)
+        return named
 
 
 def load_tasks(path: Path) -> list[BatchTask]:
@@ -132,17 +183,49 @@ def _checked(path: Path, label: str, key: str, value: Any) -> Any:
             raise wrong("true or false")
         return value
     if key == "checks":
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
-            raise wrong("a check name or command, or a list of them")
-        if any("\x00" in i for i in items):
+        items = [value] if isinstance(value, str | dict) else value
+        if not isinstance(items, list) or not all(_a_check(i) for i in items):
+            raise wrong("a check name or command, a mapping like config.yaml's, or a list of them")
+        if any(_has_nul(i) for i in items):
             raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
+        _check_mappings(f"{path}: {label}", [i for i in items if isinstance(i, dict)])
         return tuple(items)
     if not isinstance(value, str) or not value.strip():
         raise wrong("a non-empty string")
     if "\x00" in value:  # no process can be given it as an argument
         raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
     return value
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    return isinstance(value, str) and "\x00" in value
+
+
+def _a_check(item: Any) -> bool:
+    return (isinstance(item, str) and bool(item.strip())) or isinstance(item, dict)
+
+
+def _check_mappings(where: str, mappings: list[dict[str, Any]]) -> None:
+    """Check mappings through config's one validation (the schema: keys, types, `role`)."""
+    from ralph.config import _validate
+
+    for mapping in mappings:
+        if not isinstance(mapping.get("name"), str):
+            raise TasksFileError(f"{where}: a check mapping needs a `name`", hint=CHECK_HINT)
+        for key in mapping:
+            if key not in CHECK_KEYS:
+                close = difflib.get_close_matches(str(key), CHECK_KEYS, n=1)
+                raise TasksFileError(
+                    f"{where}: check {mapping['name']!r}: unknown key {key!r}",
+                    hint=f"did you mean {close[0]!r}?" if close else CHECK_HINT,
+                )
+    if mappings:
+        try:
+            _validate(where, {"checks": mappings})
+        except ConfigError as error:
+            raise TasksFileError(error.message, hint=error.hint) from None
 
 
 def slug(text: str) -> str:
