@@ -120,15 +120,31 @@ def test_a_later_loop_is_given_the_lessons_of_an_earlier_one(
     assert f"(from {loops['first']['loop_id']}#1)" in prompt
 
 
-def test_a_loop_that_cannot_start_is_an_error_entry(
-    repo: Path, tmp_path: Path, ralph: RunCli
+def test_tasks_that_cannot_start_are_one_error_and_no_loop_starts(
+    repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tasks = write_tasks(tmp_path / "tasks.yaml", [{**FIX_ADD, "actor": "no-such-actor"}])
+    """Each loop used to start, fail its preflight (exit 2) and leave a loop id `ralph status`
+    did not know: now every task's actor and checks are checked before the first loop."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    tasks = tmp_path / "tasks.yaml"
+    bad = [
+        {**FIX_ADD, "actor": "no-such-actor"},
+        {"name": "auto", "task": "fix sub", "test": "true"},  # no agent CLI, no provider
+        {**NO_FIX_MUL, "actor": AGENT},  # fine: named in no line
+        {"name": "nocheck", "task": "x", "actor": AGENT, "checks": [{"name": "lint"}]},
+    ]
+    tasks.write_text(yaml.safe_dump(bad))
     result = ralph("batch", str(tasks), "--json", cwd=repo)
-    assert result.code == 1
-    (entry,) = json.loads(result.out)["loops"]
-    assert entry["status"] == "error" and entry["exit_code"] == 2
-    assert entry["error"].startswith("ralph: error:") and "no-such-actor" in entry["error"]
+    assert result.code == 2 and result.out == "", result.err
+    lines = result.err.strip().splitlines()
+    assert lines[0] == "ralph: error: 3 of 4 tasks cannot start; no loop was started:"
+    assert lines[1].startswith("  task 1 ('add'): unknown actor 'no-such-actor'")
+    assert lines[2].startswith("  task 2 ('auto'): no actor available")
+    assert lines[3] == "  task 4 ('nocheck'): check 'lint' has no command"
+    assert lines[4].startswith("hint: ") and len(lines) == 5
+    assert not (repo / ".aiwg").exists()  # no batch file, no loop id, no state
+    assert git(repo, "branch", "--list") == "* main"
 
 
 def wait_for(predicate: Any, what: str, seconds: float = 90) -> None:

@@ -133,18 +133,23 @@ def batch_file(store: MemoryStore, tasks_path: Path) -> Path:
     return store.base / "loops" / "batches" / f"{slug(resolved.stem)}-{digest}.json"
 
 
-def plan(store: MemoryStore, tasks: list[BatchTask], tasks_path: Path, resume: bool) -> list[Entry]:
-    """An entry per task: a new loop, or with `resume` the loop this file started before."""
+def earlier_loops(store: MemoryStore, tasks_path: Path) -> dict[str, str]:
+    """The loop of each task name that this tasks file started before (`--resume`)."""
     record = batch_file(store, tasks_path)
-    earlier: dict[str, str] = {}
-    if resume:
-        if not record.exists():
-            raise StoreError(
-                f"no earlier batch of {tasks_path} to resume",
-                hint=f"start it: `ralph batch {tasks_path}`",
-            )
-        data = read_json(record)
-        earlier = dict(data.get("loops") or {}) if isinstance(data, dict) else {}
+    if not record.exists():
+        raise StoreError(
+            f"no earlier batch of {tasks_path} to resume",
+            hint=f"start it: `ralph batch {tasks_path}`",
+        )
+    data = read_json(record)
+    return dict(data.get("loops") or {}) if isinstance(data, dict) else {}
+
+
+def plan(
+    store: MemoryStore, tasks: list[BatchTask], tasks_path: Path, earlier: dict[str, str]
+) -> list[Entry]:
+    """An entry per task: a new loop, or the loop this file started before (`earlier`)."""
+    record = batch_file(store, tasks_path)
     entries = []
     for task in tasks:
         entry = Entry(task, earlier.get(task.name) or new_loop_id(task.name))
@@ -339,6 +344,7 @@ def run_batch(
     cwd: Path | None = None,
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
+    from ralph.loop.batch_preflight import preflight_tasks
     from ralph.workspace.locate import find_repo_root
 
     tasks = load_tasks(tasks_path)
@@ -351,9 +357,11 @@ def run_batch(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    earlier = earlier_loops(store, tasks_path) if resume else {}
+    preflight_tasks(root, tasks, config.load(root))  # nothing starts unless every task can
     if not resume:  # a resumed batch's new loops check themselves
         check_parity_once(root, tasks, view)
-    entries = plan(store, tasks, tasks_path, resume)
+    entries = plan(store, tasks, tasks_path, earlier)
     _note_dirty(root, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
     if interrupted:
