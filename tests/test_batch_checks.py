@@ -46,14 +46,15 @@ def test_sub():
 def test_mul():
     assert calc.mul(2, 3) == 6
 """
-# attempt 1 fixes its function and breaks mul (which passed); later attempts repair mul
+# attempt 1 fixes its function and breaks mul (which passed); later attempts repair mul,
+# unless told to break it `always`
 AGENT = """\
 import os, pathlib, sys
-what = sys.argv[1]
+what, always = sys.argv[1], sys.argv[2:] == ["always"]
 path = pathlib.Path("calc.py")
 text = path.read_text().replace(f"return a {'-' if what == 'add' else '+'} b  # {what}",
                                 f"return a {'+' if what == 'add' else '-'} b  # {what}")
-if os.environ["RALPH_ITERATION"] == "1":
+if os.environ["RALPH_ITERATION"] == "1" or always:
     text = text.replace("a * b  # mul", "a + b  # mul")
 else:
     text = text.replace("a + b  # mul", "a * b  # mul")
@@ -74,13 +75,13 @@ def two_bugs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
-def task_for(tmp_path: Path, what: str) -> dict[str, Any]:
+def task_for(tmp_path: Path, what: str, *agent_args: str) -> dict[str, Any]:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     return {
         "name": what,
         "task": f"fix {what}",
-        "actor": f"cmd:{sys.executable} {agent} {what}",
+        "actor": f"cmd:{' '.join([sys.executable, str(agent), what, *agent_args])}",
         "test": f"{sys.executable} -m pytest -q tests/test_calc.py::test_{what}",
         "max_iterations": 3,
     }
@@ -103,6 +104,31 @@ def test_each_task_fixes_its_own_bug_and_the_project_tests_guard_what_worked(
         calc = git(two_bugs, "show", f"{entry['branch']}:calc.py")
         assert "a * b  # mul" in calc
     assert "batch: 2/2 loops green" in result.err
+
+
+def test_the_summary_says_why_a_loop_failed_in_its_tasks_terms(
+    two_bugs: Path, tmp_path: Path, ralph: RunCli
+) -> None:
+    """A loop whose own tests pass but which broke what worked says so; a loop judged by every
+    failing test says how many of them are left, which may be the other task's."""
+    scoped = {**task_for(tmp_path, "add", "always"), "max_iterations": 2}
+    unscoped = {**task_for(tmp_path, "sub"), "max_iterations": 1}
+    del unscoped["test"]
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(yaml.safe_dump([scoped, unscoped]))
+    result = ralph("batch", str(tasks), "--jobs", "1", "--json", cwd=two_bugs)
+    assert result.code == 1, result.err
+    loops = {e["name"]: e for e in json.loads(result.out)["loops"]}
+    assert [loops["add"]["status"], loops["sub"]["status"]] == ["failed", "failed"]
+    broke = "its own checks pass (tests), but it broke what worked: 1 new failure (pytest)"
+    left = (
+        "fixed 1 of the 2 failures it had to fix; those left may be other tasks' (a task "
+        "without `test:` must fix every failing test); it broke what worked: 1 new failure"
+    )
+    assert loops["add"]["held_back"] == broke and loops["sub"]["held_back"] == left
+    assert f"[add]   why     {broke}\n" in result.err
+    assert f"[sub]   why     {left}\n" in result.err
+    assert "without `test:` or `checks:`: 1 task (sub); each such loop must make" in result.err
 
 
 def configured(**data: Any) -> config.Settings:

@@ -59,6 +59,8 @@ def summary_lines(entry: Entry) -> list[str]:
     if entry.error:
         head += f": {clip(entry.error, 200)}"
     lines = [head]
+    if entry.held_back:
+        lines.append(f"  why     {entry.held_back}")
     if entry.branch:
         lines.append(f"  branch  {entry.branch}")
     if entry.changes_read:

@@ -34,11 +34,12 @@ from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.glyphs import plural
 from ralph.ids import new_loop_id
-from ralph.loop.task_checks import loop_env
+from ralph.loop.task_checks import held_back, loop_env
 from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.store import MemoryStore, parse_state
 
 if TYPE_CHECKING:
+    from ralph.memory.state import LoopState
     from ralph.process import Child
 
 POLL_SECONDS = 0.5
@@ -68,6 +69,7 @@ class Entry:
     changes_read: bool = False
     # the task's `test` and `checks` for its `ralph run` (loop/task_checks.py), set by Batch
     checks_env: dict[str, str] = field(default_factory=dict)
+    held_back: str | None = None  # a failed loop: why, in the task's terms (task_checks)
 
     def env(self) -> dict[str, str]:
         """Variables the loop's process gets on top of ralph's own environment."""
@@ -106,6 +108,7 @@ class Entry:
             from ralph.loop.result import changed_files, files_json
 
             self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
+            self.held_back = _held_back(store, state, self.task)
         return moved
 
     def to_json(self) -> dict[str, Any]:
@@ -124,7 +127,17 @@ class Entry:
             "changed_files": self.changed_files,
             "exit_code": self.exit_code,
             "error": self.error,
+            "held_back": self.held_back,
         }
+
+
+def _held_back(store: MemoryStore, state: LoopState, task: BatchTask) -> str | None:
+    if state.status != "failed" or not state.best_iteration:
+        return None
+    try:
+        return held_back(store.read_record(state.loop_id, state.best_iteration), task)
+    except StoreError:
+        return None
 
 
 def batch_file(store: MemoryStore, tasks_path: Path) -> Path:
@@ -363,6 +376,7 @@ def run_batch(
         check_parity_once(root, tasks, view)
     entries = plan(store, tasks, tasks_path, earlier)
     _note_dirty(root, view)
+    _note_unscoped(tasks, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
     if interrupted:
         saved = sum(1 for e in entries if e.status in ("paused", "crashed", "not started"))
@@ -384,6 +398,20 @@ def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> No
     if batch_needs_probe(root, settings):
         view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
         probe_batch(root, settings)
+
+
+def _note_unscoped(tasks: list[BatchTask], view: BatchView) -> None:
+    """Several tasks, some judged by the configured checks alone: each of those loops has every
+    failing test as its target, the other tasks' bugs too, which a person must be told."""
+    unscoped = [task.name for task in tasks if task.test is None and not task.checks]
+    if len(tasks) > 1 and unscoped:
+        view.event(
+            None,
+            f"without `test:` or `checks:`: {plural(len(unscoped), 'task')} "
+            f"({', '.join(unscoped)}); each such loop must make every failing test pass, the "
+            "other tasks' too (a task's `test:` makes its own tests its target, and the "
+            "configured checks then guard it)",
+        )
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:

@@ -23,6 +23,7 @@ from ralph.loop.tasks_file import CHECK_KEYS
 if TYPE_CHECKING:
     from ralph.config import CheckSpec, Settings
     from ralph.loop.tasks_file import BatchTask
+    from ralph.records import IterationRecord
 
 TASK_TEST = "tests"  # the check a task's `test` runs as, as `--test`'s
 RENAMED = "project-tests"  # a configured `test` beside a task's own
@@ -83,3 +84,40 @@ def task_settings(root: Path, task: BatchTask, configured: Settings) -> Settings
         "worktree": True,
     }
     return config.load(root, flags, {**os.environ, **loop_env(task, configured)})
+
+
+def held_back(record: IterationRecord, task: BatchTask) -> str | None:
+    """Why a failed loop's best attempt was no success, in the task's terms: its own checks pass
+    but it broke what worked, or another target fails; for a task that names no check, how many
+    of the failures it had to fix are left (other tasks' bugs may be among them)."""
+    from ralph.glyphs import plural
+
+    ext = record.ralph
+    if ext is None or ext.check_roles is None:
+        return None  # a loop from before roles
+    status = {r.tool: r.status for r in record.evaluator_output.results or []}
+    regressions = ext.regressions or 0
+    broke = f"it broke what worked: {plural(regressions, 'new failure')}"
+    if regressions:
+        guards = [n for n, role in ext.check_roles.items() if role == "guard"]
+        failing = [n for n in guards if status.get(n) != "pass"]
+        broke += f" ({', '.join(failing)})" if failing else ""
+    own = task.own_checks()
+    if not own:
+        parts = [broke] if regressions else []
+        if ext.fixed and ext.remaining:
+            parts.insert(
+                0,
+                f"fixed {ext.fixed} of the {ext.fixed + ext.remaining} failures it had to fix; "
+                "those left may be other tasks' (a task without `test:` must fix every failing "
+                "test)",
+            )
+        return "; ".join(parts) or None
+    if any(status.get(name) != "pass" for name in own):
+        return None
+    passing = f"its own checks pass ({', '.join(own)})"
+    if regressions:
+        return f"{passing}, but {broke}"
+    others = [n for n, role in ext.check_roles.items() if role == "target" and n not in own]
+    others = [n for n in others if status.get(n) != "pass"]
+    return f"{passing}; other targets fail: {', '.join(others)}" if others else passing
