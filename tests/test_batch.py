@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,28 @@ def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     view = make_view()
     assert isinstance(view, PlainView) and not isinstance(view, LiveView)
     assert os.environ["CI"] == "true"
+
+
+def test_the_help_gives_the_whole_tasks_file_format_and_its_example_runs(
+    tmp_path: Path, ralph: RunCli
+) -> None:
+    """`--help` said only "YAML list of tasks: task, and name, test, checks, actor, ...": a
+    newcomer had to guess the keys and the `tasks:` form. Now every key the parser takes is
+    there and in the README, and the help's example is a tasks file the parser reads."""
+    from ralph.loop.tasks_file import DEFAULT_KEYS, TASK_KEYS, load_tasks
+
+    text = ralph("batch", "--help").out
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("A task is its text as a bare string", 1)[1].split("```", 1)[0]
+    for key in TASK_KEYS:
+        assert f"\n    {key} " in text, key
+        assert f"| `{key}` |" in table, key
+    assert all(key in text.split("A task is its text")[0] for key in DEFAULT_KEYS)
+    assert "`tasks:`" in text and "`defaults:`" in text and "role" in text
+    example = text.split("Example:\n", 1)[1].split("\n\n", 1)[0]
+    path = tmp_path / "tasks.yaml"
+    path.write_text(textwrap.dedent(example))
+    dates, lint, mypy = load_tasks(path)
+    assert dates.test == "pytest -q tests/test_dates.py" and dates.actor == "claude"
+    assert lint.checks == ("ruff check src/api", {"name": "pytest", "role": "guard"})
+    assert mypy.name == "make-mypy-pass" and mypy.max_iterations == 5

@@ -8,12 +8,12 @@ nothing starts: every task is checked before the first loop is launched, includi
 stop its process from starting (a NUL character, a task over `MAX_TASK_CHARS`). A task is
 redacted (ralph.redact) as it is read, as `ralph run` redacts its own: the name, loop id and
 branch derived from it, the loop's command line and `--json` never carry a token written into
-the task.
+the task. `ralph batch --help` (cli/many.py) and the README give this format whole; a test
+holds both to `TASK_KEYS` and reads the help's example with `load_tasks`.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,43 +31,6 @@ CHECK_KEYS: tuple[str, ...] = ("name", "command", "parser", "weight", "timeout",
 CHECK_KEYS += ("criteria", "model", "threshold", "dimensions")
 CHECK_HINT = "e.g. {name: all-tests, command: pytest, role: guard}; keys: " + ", ".join(CHECK_KEYS)
 EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
-
-# `ralph batch --help` (click keeps a `\b` paragraph as written); README's "Many tasks" too.
-FORMAT_HELP = """\
-TASKS_FILE is YAML: a list of tasks, or a mapping with `tasks:` (that list) and `defaults:`
-(keys every task gets unless it sets them: test, checks, actor, max_iterations,
-allow_test_edits). A task is its text as a bare string, or a mapping:
-
-\b
-  task              what to do (required; at most 32,000 characters)
-  name              unique; names the loop and its branch (default: from the task)
-  test              the tests this task must make pass: its target; the project's
-                    configured checks still run, as guards (no test that passed may
-                    fail, no new finding); a check whose config sets `role:` keeps it
-  checks            instead of the configured checks: a name (pytest, mypy, ruff or a
-                    configured check's), a command, or a mapping like config.yaml's
-                    {name, command, parser, weight, timeout, role}; a list of them.
-                    Without `role:` a check is a target
-  actor             who changes the code: claude, codex, cmd:/abs/agent.sh, ...
-  max_iterations    attempts before the loop gives up (default: the config's)
-  allow_test_edits  true: the task is about the tests, its edits of them count
-
-A task with neither `test` nor `checks` is judged by the configured checks alone: every test
-failing before the loop is its target, the other tasks' too. Every task's actor and checks
-are checked before any loop starts.
-
-\b
-Example:
-  defaults: {actor: claude, max_iterations: 5}
-  tasks:
-    - name: dates
-      task: fix the failing date parser tests
-      test: pytest -q tests/test_dates.py
-    - name: lint
-      task: make ruff clean on src/api
-      checks: [ruff check src/api, {name: pytest, role: guard}]
-    - make mypy pass
-"""
 
 
 class TasksFileError(ConfigError):
@@ -161,6 +124,8 @@ def _fields(path: Path, label: str, entry: Any, allowed: tuple[str, ...]) -> dic
     for raw_key, value in entry.items():
         key = str(raw_key).replace("-", "_")
         if key not in allowed:
+            import difflib
+
             close = difflib.get_close_matches(key, allowed, n=1)
             raise TasksFileError(
                 f"{path}: {label}: unknown key {raw_key!r}",
@@ -216,6 +181,8 @@ def _check_mappings(where: str, mappings: list[dict[str, Any]]) -> None:
             raise TasksFileError(f"{where}: a check mapping needs a `name`", hint=CHECK_HINT)
         for key in mapping:
             if key not in CHECK_KEYS:
+                import difflib
+
                 close = difflib.get_close_matches(str(key), CHECK_KEYS, n=1)
                 raise TasksFileError(
                     f"{where}: check {mapping['name']!r}: unknown key {key!r}",
