@@ -236,6 +236,7 @@ def test_a_batch_started_with_sigint_ignored_still_stops_its_loops_on_sigterm(
             batch.communicate()
     assert batch.returncode == 130, err
     assert [e["status"] for e in json.loads(out)["loops"]] == ["paused"]
+    assert "interrupted: 1 loop can go on;" in err
     assert not any(alive(pid) for pid in agents)
 
 
@@ -370,3 +371,18 @@ def test_the_help_gives_the_whole_tasks_file_format_and_its_example_runs(
     assert dates.test == "pytest -q tests/test_dates.py" and dates.actor == "claude"
     assert lint.checks == ("ruff check src/api", {"name": "pytest", "role": "guard"})
     assert mypy.name == "make-mypy-pass" and mypy.max_iterations == 5
+
+
+def test_one_task_is_counted_in_the_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "batch: 1 tasks" nor "1/1 loops green": counts go through `glyphs.plural`."""
+    from ralph.cli.batch_view import PlainView
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
+
+    one = Entry(BatchTask("add", "fix add"), "ralph-add-00000001", status="completed")
+    view = PlainView()
+    view.begin([one], 1)
+    view.end([one])
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines[0] == "batch: 1 task, 1 to run, at most 1 at once"
+    assert lines[-1] == "batch: 1/1 loop green"
