@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ralph.glyphs import changed_text
-from ralph.loop.batch import BatchTask, Entry
+from ralph.loop.batch import Entry
 from ralph.loop.result import loop_status
+from ralph.loop.tasks_file import BatchTask
 from ralph.memory.store import MemoryStore
 from ralph.rendering import to_data
 from ralph.testing import Step, make_loop

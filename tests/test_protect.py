@@ -460,7 +460,8 @@ def test_run_and_resume_take_allow_test_edits(ralph: RunCli) -> None:
 
 def test_a_batch_task_about_the_tests_runs_with_allow_test_edits(tmp_path: Path) -> None:
     from ralph.errors import ConfigError
-    from ralph.loop.batch import Entry, load_tasks
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import load_tasks
 
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(

@@ -258,7 +258,8 @@ def test_a_trace_draws_itself_and_names_an_error_only_when_there_is_one() -> Non
 
 
 def test_a_batch_result_json_is_its_fields_with_every_loop() -> None:
-    from ralph.loop.batch import BatchResult, BatchTask, Entry
+    from ralph.loop.batch import BatchResult, Entry
+    from ralph.loop.tasks_file import BatchTask
 
     entry = Entry(BatchTask("one", "fix it"), "ralph-one-1", status="completed", iteration=2)
     data = to_data(BatchResult(Path("tasks.yaml"), [entry], interrupted=False))

@@ -28,10 +28,7 @@ class PlainView:
         self.out = PlainReporter(sys.stderr)
 
     def begin(self, entries: list[Entry], jobs: int) -> None:
-        todo = sum(1 for e in entries if e.phase == "queued")
-        self.out.line(
-            f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
-        )
+        self.out.line(_headline(entries, jobs))
         for entry in entries:
             if entry.phase == "done":
                 self.out.line(f"[{entry.task.name}] {entry.loop_id} {entry.status} earlier")
@@ -52,6 +49,11 @@ class PlainView:
         self.out.line(f"batch: {green}/{plural(len(entries), 'loop')} green")
 
 
+def _headline(entries: list[Entry], jobs: int) -> str:
+    todo = sum(1 for e in entries if e.phase == "queued")
+    return f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
+
+
 def summary_lines(entry: Entry) -> list[str]:
     """One loop's lines in the batch summary: `ralph apply LOOP` only when it has work to
     apply, with `--force` for a loop that did not succeed (its best still fails its checks)."""
@@ -61,6 +63,8 @@ def summary_lines(entry: Entry) -> list[str]:
     if entry.error:
         head += f": {clip(entry.error, 200)}"
     lines = [head]
+    if entry.held_back:
+        lines.append(f"  why     {entry.held_back}")
     if entry.branch:
         lines.append(f"  branch  {entry.branch}")
     if entry.changes_read:
@@ -86,10 +90,7 @@ class LiveView(PlainView):
         self.entries = entries
         self.live.start()
         self.live.update(self._table())
-        todo = sum(1 for e in entries if e.phase == "queued")
-        self.console.print(
-            f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
-        )
+        self.console.print(_headline(entries, jobs))
 
     def event(self, entry: Entry | None, text: str) -> None:
         if entry is None or entry.error or entry.phase == "done":
