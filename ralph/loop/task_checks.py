@@ -108,7 +108,8 @@ def held_back(record: IterationRecord, task: BatchTask) -> str | None:
         if ext.fixed and ext.remaining:
             parts.insert(
                 0,
-                f"fixed {ext.fixed} of the {plural(ext.fixed + ext.remaining, 'failure')} it had to fix; "
+                f"fixed {ext.fixed} of the {plural(ext.fixed + ext.remaining, 'failure')} "
+                "it had to fix; "
                 "those left may be other tasks' (a task without `test:` must fix every failing "
                 "test)",
             )
