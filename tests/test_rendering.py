@@ -176,14 +176,21 @@ def test_a_doctor_diagnosis_prints_ok_then_its_findings(capsys: pytest.CaptureFi
     )
 
 
-def test_a_hint_to_copy_is_never_wrapped_by_rich_on_a_terminal() -> None:
+def test_a_hint_wraps_between_words_on_a_terminal_never_inside_one() -> None:
+    """doctor's final hint was one 163-character line the terminal split anywhere."""
     from ralph.cli.diagnosis import Diagnosis, Row
 
     hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD " * 2
-    out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=40, color_system=None)
-    console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
-    assert f"check -: {hint}" in out.getvalue().splitlines()
+    for width in (80, 60, 40):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=width, color_system=None)
+        console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
+        lines = out.getvalue().splitlines()
+        start = next(n for n, line in enumerate(lines) if line.startswith("check -: "))
+        hinted = lines[start : lines.index("a loop cannot start here: check -")]
+        assert len(hinted) > 1 and all(len(line) <= width for line in hinted), hinted
+        assert " ".join(hinted).split() == f"check -: {hint}".split()  # no word cut
+        assert all(line.startswith("  ") for line in hinted[1:]), hinted
 
 
 def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> None:
@@ -335,3 +342,93 @@ def test_a_short_column_such_as_a_date_stays_on_one_line() -> None:
     lines = drawn(listing, terminal=True, width=120).splitlines()
     assert any("2026-11-26 07:23:34" in line for line in lines), lines
     assert any(loop in line for line in lines), lines
+
+
+LOOP_ID = "ralph-fix-the-failing-typedkey-tests-in-src-ca-50a704ae"
+WORKTREE = "/work/trial2/cachetools/.git/ralph-worktrees/ralph-fix-typedkey-again-7e49599c"
+
+
+def test_a_long_line_wraps_between_words_keeping_its_indent_at_80_and_60_columns() -> None:
+    from ralph.rendering import Wrapped
+
+    hint = (
+        "actor auto: install one of claude, codex, aider, gemini, opencode; or set "
+        'OPENAI_API_KEY, ANTHROPIC_API_KEY or OLLAMA_HOST; or pass --actor (e.g. cmd:"./a.sh")'
+    )
+    for width in (80, 60):
+        lines = drawn(Wrapped(f"    {hint}"), terminal=True, width=width).splitlines()
+        assert len(lines) > 1 and all(len(line) <= width for line in lines), lines
+        assert all(line.startswith("      ") for line in lines[1:]), lines  # its indent kept
+        assert " ".join(" ".join(lines).split()) == hint  # every word whole, none lost
+    # a pipe gets the line whole
+    assert drawn(Wrapped(hint), width=20) == hint + "\n"
+
+
+def test_a_command_wraps_with_a_continuation_and_a_word_too_long_for_any_line_stays_whole() -> None:
+    from ralph.rendering import Wrapped
+
+    command = f"apply   git switch main && ralph apply {LOOP_ID}"
+    lines = drawn(Wrapped(command, hang=8, shell=True), terminal=True, width=80).splitlines()
+    assert lines == ["apply   git switch main && ralph apply \\", f"        {LOOP_ID}"]
+    status = f"  worktree    {WORKTREE}"
+    assert drawn(Wrapped(status, hang=14), terminal=True, width=60).splitlines() == [status]
+
+
+def test_status_of_a_worktree_loop_keeps_its_path_whole_under_its_label_at_80_and_60() -> None:
+    task = "fix the failing typedkey tests in src/cachetools/keys.py and nothing else at all"
+    shown = status(loop_id=LOOP_ID, worktree=WORKTREE, task=task)
+    for width in (80, 60):
+        lines = drawn(shown, terminal=True, width=width).splitlines()
+        assert f"  worktree    {WORKTREE}" in lines, lines  # not cut, not at column 0
+        start = lines.index(next(line for line in lines if line.startswith("  task ")))
+        assert lines[start + 1].startswith(" " * 14), lines  # the task wraps under its value
+        assert all(len(line) <= width for line in lines if WORKTREE not in line), lines
+
+
+def test_apply_wraps_its_first_line_and_says_the_commit_message_is_prefilled() -> None:
+    from ralph.loop.handoff import ApplyOutcome
+
+    done = ApplyOutcome(LOOP_ID, 2, "d" * 40, "ralph/1", ["src/a.py"], [], accepted=True)
+    lines = drawn(done, terminal=True, width=80).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].startswith("applied iteration 2 of ") and LOOP_ID in lines[0] + lines[1]
+    assert "prefilled" in " ".join(lines) and "SQUASH_MSG" in " ".join(lines)
+
+
+def test_the_run_s_lines_wrap_at_words_and_keep_their_indent_at_80_columns() -> None:
+    from types import SimpleNamespace
+
+    from ralph.cli.live import RichReporter
+    from ralph.records import Diagnostic
+
+    out = io.StringIO()
+    reporter = RichReporter(Console(file=out, force_terminal=True, width=80, color_system=None))
+    message = (
+        "AssertionError: (1.0,) unexpectedly found in Cache({(0,): 0, (1,): 1}, maxsize=3, "
+        "currsize=2) [at tests/test_cached.py]"
+    )
+    error = Diagnostic("test_failure", message, file="tests/test_cached.py", line=65)
+    evaluation: Any = SimpleNamespace(
+        outcomes=[], baseline=None, reward=0.36, relevant_errors=lambda: [error]
+    )
+    reporter.evaluated(0, evaluation)
+    reporter.note(f"working in the git worktree {WORKTREE}")
+    reporter.block(f"apply   git switch main && ralph apply {LOOP_ID}")
+    lines = out.getvalue().splitlines()
+    failure = lines.index(next(line for line in lines if "tests/test_cached.py:65" in line))
+    assert lines[failure].startswith("    tests/test_cached.py:65  AssertionError:"), lines
+    assert lines[failure + 1].startswith("      ") and "[at tests/test_cached.py]" in out.getvalue()
+    assert f"  {WORKTREE}" in lines, lines  # the path whole, indented under the note
+    assert lines[-2:] == ["apply   git switch main && ralph apply \\", f"        {LOOP_ID}"]
+    assert all(len(line) <= 80 for line in lines), lines
+
+
+def test_a_shown_reflection_wraps_under_its_indent_at_80_columns() -> None:
+    rec = record(1)
+    words = "I changed typedkey in src/cachetools/keys.py but hashkey now appends the marker "
+    rec.self_reflection.reflection_text = words * 3 + "\nNext I keep hashkey as it was."
+    lines = drawn(RecordView(rec), terminal=True, width=80).splitlines()
+    start = lines.index("reflection") + 1
+    paragraph = lines[start : start + 5]
+    assert all(line.startswith("  ") and len(line) <= 80 for line in paragraph), paragraph
+    assert "  Next I keep hashkey as it was." in lines, lines

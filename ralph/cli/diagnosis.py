@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ralph.rendering import Rows, whole
+from ralph.rendering import Rows, Wrapped, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -99,9 +99,9 @@ class Diagnosis:
             yield from self._stacked(options.max_width)
         for row in rows:
             if row.hint and row.ok is not True:
-                yield whole(f"{row.area} {row.name}: {row.hint}")
+                yield Wrapped(f"{row.area} {row.name}: {row.hint}")
         if self.ok:
             yield Text("a loop can start here")
         else:
             failing = ", ".join(f"{r.area} {r.name}" for r in rows if r.ok is False)
-            yield whole(f"a loop cannot start here: {failing}")
+            yield Wrapped(f"a loop cannot start here: {failing}")

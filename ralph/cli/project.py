@@ -20,6 +20,7 @@ from ralph.cli.common import (
     show,
 )
 from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
+from ralph.rendering import Wrapped
 
 
 def init(
@@ -62,7 +63,7 @@ def init(
             if role == "guard" and interactive:
                 question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
                 role = "target" if typer.confirm(question, default=False) else "guard"
-            out.print(f"  {_probe_line(probe, role)}", markup=False)
+            out.print(Wrapped(f"  {_probe_line(probe, role)}"), crop=False)
             if probe.kept:
                 kept.append(replace(probe.spec, role=role))
     _write(out, store, path, kept, kept_settings)
@@ -71,9 +72,11 @@ def init(
         out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
     if any(c.role == "guard" for c in kept):
         out.print(
-            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
-            "file, name it with --check NAME, or run with --strict",
-            markup=False,
+            Wrapped(
+                "a guard must not get worse; to make the loop fix it, set `role: target` in the "
+                "file, name it with --check NAME, or run with --strict"
+            ),
+            crop=False,
         )
     _next_steps(out, store, path)
 
@@ -111,12 +114,12 @@ def _next_steps(out: Any, store: Any, config: Path) -> None:
         actor = "  # no actor found yet: `ralph doctor` says what each one needs"
     files = f"{here(config)} {here(store.base / '.gitignore')}"
     out.print("next:", markup=False)
-    for line in (
-        "ralph doctor",
-        f'git add {files} && git commit -m "ralph init"',
-        f'ralph run "TASK"{actor}',
+    for line, command in (
+        ("ralph doctor", True),
+        (f'git add {files} && git commit -m "ralph init"', True),
+        (f'ralph run "TASK"{actor}', False),  # a comment: no continuation inside it
     ):
-        out.print(f"  {line}", markup=False, soft_wrap=True)
+        out.print(Wrapped(f"  {line}", hang=4, shell=command), crop=False)
 
 
 def _probe_line(probe: Any, role: str | None) -> str:

@@ -224,8 +224,9 @@ def _run_in_worktree(
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
     imports = import_path(workdir, os.environ)
-    for name, value in imports.items():
-        reporter.note(f"the checks and the agent import the worktree's code first: {name}={value}")
+    for name, value in imports.items():  # the worktree's path is said above: shorter here
+        shown = value.replace(str(workdir), "<worktree>", 1)
+        reporter.note(f"the checks and the agent import the worktree's code first: {name}={shown}")
     dirty = GitWorkspace(root).dirty_files()
     if dirty:
         reporter.note(
