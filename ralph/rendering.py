@@ -50,11 +50,14 @@ class Rows:
     title: str
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    titled: bool = False  # its title first in a pipe too: one of several listings on a screen
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if not console.is_terminal:
             from rich.segment import Segment
 
+            if self.titled:
+                yield Segment(self.title + "\n")
             for row in [self.columns, *self.rows]:
                 yield Segment("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
             return
@@ -72,6 +75,11 @@ class Rows:
         for row in self.rows:
             table.add_row(*(Text(cell) for cell in row))
         yield table
+
+    def fits(self, width: int) -> bool:
+        """Whether a table `width` columns wide holds every column's longest word whole (else
+        a terminal gets a block per row)."""
+        return self._widths(width) is not None
 
     def _widths(self, width: int) -> list[int] | None:
         """Each column's width: room for its longest word (a loop id, a path, a date: rich
