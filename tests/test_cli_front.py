@@ -454,3 +454,6 @@ def test_check_prints_nothing_extra_without_a_terminal(ralph: RunCli, repo: Path
     json.loads(result.out)
     plain = ralph("check", "-t", CHECK, cwd=repo)
     assert "running" not in plain.out + plain.err
+    # a pipe gets tab-separated lines, as the README says of every listing
+    assert plain.out.splitlines()[0] == "check\tstatus\tresult\ttime", plain.out
+    assert plain.out.splitlines()[1].split("\t")[:2] == ["tests", "fail"], plain.out
