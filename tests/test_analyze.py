@@ -324,7 +324,7 @@ def test_recurring_root_causes_across_and_within_loops(store: MemoryStore) -> No
     causes = analysis_json(analyze(store))["summary"]["recurring_root_causes"]
     assert causes == [
         {
-            "root_cause": "missing import of os",
+            "root_cause": "Missing import of os",  # matched normalised, shown as first written
             "count": 3,
             "loops": ["ralph-a-1", "ralph-b-1"],
             "occurrences": [
