@@ -541,6 +541,15 @@ def test_csv_has_one_row_per_iteration_and_the_baseline(store: MemoryStore) -> N
     assert rows[1]["tokens"] == "135" and rows[1]["duration_s"] == "2.0"
 
 
+def test_csv_never_cuts_the_reflection(store: MemoryStore) -> None:
+    long = "I changed typedkey but hashkey now appends the marker to every key " * 5
+    make_loop(store, "ralph-a-1", [0.5], reflection=[long.strip() + "\nsecond line"])
+    buffer = io.StringIO()
+    write_csv(analyze(store), buffer)
+    rows = list(csv.DictReader(io.StringIO(buffer.getvalue())))
+    assert rows[-1]["reflection"] == long.strip()
+
+
 def test_html_is_self_contained_with_charts_and_tables(store: MemoryStore, tmp_path: Path) -> None:
     make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2, task="<b>escape me</b>")
     make_loop(store, "ralph-b-1", [0.25, 0.5], category=["edge_case_miss", "logic_error"])

@@ -432,3 +432,26 @@ def test_a_shown_reflection_wraps_under_its_indent_at_80_columns() -> None:
     paragraph = lines[start : start + 5]
     assert all(line.startswith("  ") and len(line) <= 80 for line in paragraph), paragraph
     assert "  Next I keep hashkey as it was." in lines, lines
+
+
+def test_a_listing_in_a_pipe_keeps_the_reflection_whole_and_a_terminal_clips_it() -> None:
+    cause = "tests/test_cached.py:595: AssertionError: " + "{(0, <class 'cachetools'>): (0,)} " * 4
+    rows = IterationList("ralph-1", [IterationRow(1, True, False, 0.1, "logic_error", cause, "")])
+    piped = drawn(rows).splitlines()
+    assert piped[1].split("\t")[-1] == cause.strip() and "…" not in piped[1]
+    assert "…" in drawn(rows, terminal=True, width=200)
+
+
+def test_search_leaves_out_hits_of_no_relevance_and_says_why() -> None:
+    from ralph.memory.listing import SearchResults
+    from ralph.memory.search import Hit
+
+    def hit(n: int, score: float) -> Hit:
+        return Hit(f"ralph-{n}", 1, score, "t", None, 0.5, False, False, "I failed.", "cause")
+
+    lines = drawn(SearchResults("typedkey", [hit(1, 2.0), hit(2, 0.0001)]), terminal=True)
+    assert any("ralph-1#1" in line for line in lines.splitlines())
+    assert "ralph-2#1" not in lines and " 0%" not in lines
+    assert "1 more hit left out" in lines
+    common = drawn(SearchResults("typedkey", [hit(1, 0.0), hit(2, 0.0)]), terminal=True)
+    assert "ralph-2#1" in common and "0%" not in common and "add a rarer word" in common
