@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from ralph.cli.common import (
 )
 from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
 from ralph.rendering import Wrapped
+
+if TYPE_CHECKING:
+    from ralph.config import Role
 
 
 def init(
@@ -37,8 +40,8 @@ def init(
     ] = False,
 ) -> None:
     """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
-    a check that already fails is written as a guard, one that cannot run is left out."""
-    from ralph.config import Role
+    failing tests become the loop's targets, another check that already fails is written as a
+    guard, one that cannot run is left out."""
     from ralph.evaluators import detect
 
     store = memory()
@@ -122,17 +125,16 @@ def _next_steps(out: Any, store: Any, config: Path) -> None:
         out.print(Wrapped(f"  {line}", hang=4, shell=command), crop=False)
 
 
-def _probe_line(probe: Any, role: str | None) -> str:
+def _probe_line(probe: Any, role: Role | None) -> str:
+    """A probed check and the role a loop will give it, in judging's words (doctor and run
+    say the same)."""
+    from ralph.evaluators.judging import role_of, role_text
+
     name = f"{probe.spec.name}:"
     if not probe.kept:
         return f"{name} left out, {probe.detail}"
-    if probe.status == "pass":
-        return f"{name} passes; a target (must stay green)"
-    if probe.spec.parser == "pytest":
-        return f"{name} {probe.detail}; those tests are the loop's targets"
-    if role == "target":
-        return f"{name} {probe.detail}; a target: the loop must fix them"
-    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
+    spec = replace(probe.spec, role=role if role == "target" else None)  # a guard by the rule
+    return f"{name} {probe.detail}; {role_text(*role_of(spec, probe.status, probe.count))}"
 
 
 # the loop ------------------------------------------------------------------------------------
