@@ -403,7 +403,10 @@ def _resumable(store: MemoryStore) -> str:
         if item.state and store.effective_status(item.state, running) in ("paused", "crashed")
     ]
     if not candidates:
-        raise StoreError("no paused or crashed loop to resume", hint="`ralph status` lists loops")
+        raise StoreError(
+            "no paused or crashed loop to resume",
+            hint="`ralph reflections list` lists the loops and their status",
+        )
     return candidates[-1].loop_id
 
 
