@@ -282,7 +282,9 @@ def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
     nothing_checked: Any = SimpleNamespace(outcomes=[], baseline=None)
     preview = Preview("fix it", "claude", "claude -p", None, nothing_checked, ["a [note]"])
     data = to_data(preview)
-    assert list(data) == ["task", "actor", "command", "checks", "already_green", "prompt", "notes"]
+    assert list(data) == [
+        "task", "actor", "command", "checks", "already_green", "prompt", "notes", "sandbox"
+    ]  # fmt: skip
     assert data["already_green"] is True and data["checks"] == []
     assert drawn(preview, width=20).splitlines() == [
         "actor    claude",
