@@ -457,3 +457,24 @@ def test_search_leaves_out_hits_of_no_relevance_and_says_why() -> None:
     assert "1 more hit left out" in lines
     common = drawn(SearchResults("typedkey", [hit(1, 0.0), hit(2, 0.0)]), terminal=True)
     assert "ralph-2#1" in common and "0%" not in common and "add a rarer word" in common
+
+
+def test_init_s_next_steps_wrap_a_command_with_a_continuation_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.cli.project import _next_steps
+    from ralph.memory.store import MemoryStore
+
+    deep = tmp_path / "projects" / "a-library-with-a-long-name"
+    deep.mkdir(parents=True)
+    store = MemoryStore(deep)
+    monkeypatch.chdir(tmp_path)  # init says paths relative to where it runs: long ones here
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    _next_steps(console, store, store.base / "config.yaml")
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    start = next(n for n, line in enumerate(lines) if line.startswith("  git add "))
+    assert lines[start].endswith(" \\") and lines[start + 1].startswith("    "), lines
+    command = " ".join(line.rstrip("\\").strip() for line in lines[start : start + 3])
+    assert 'git commit -m "ralph init"' in command, lines
