@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from ralph.glyphs import plural
+
 SCHEMA_VERSION = "1.0"
 
 ActionType = Literal[
@@ -405,7 +407,8 @@ def _convert(tp: Any, value: Any) -> Any:
             hints = _HINTS[tp] = typing.get_type_hints(tp)
         unknown = set(value) - set(hints)
         if unknown:
-            raise TypeError(f"{tp.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
+            names = ", ".join(sorted(unknown))
+            raise TypeError(f"{tp.__name__}: {plural(len(unknown), 'unknown field')}: {names}")
         return tp(**{k: _convert(hints[k], v) for k, v in value.items()})
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)

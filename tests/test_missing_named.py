@@ -34,4 +34,4 @@ def test_resume_with_nothing_to_resume_points_to_the_list_of_loops(
     result = ralph("resume", cwd=example_project)
     assert result.code == 2, result
     assert "no paused or crashed loop to resume" in result.err
-    assert "hint: `ralph reflections list` lists the loops" in result.err
+    assert "hint: see `ralph reflections list`" in result.err

@@ -20,7 +20,7 @@ from ralph.memory.validation import Validation
 from ralph.records import CheckResult
 from ralph.rendering import Rows, to_data
 from ralph.workspace.branches import ChangedFile
-from tests.fakes.loop import record
+from tests.fakes.records import record
 
 
 def drawn(result: Any, *, terminal: bool = False, width: int = 200) -> str:
@@ -200,7 +200,7 @@ def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> No
     pruned = Pruned(False, [item], Path("/m/reflections"))
     assert drawn(pruned).splitlines() == [
         f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
-        "1 loop(s) pruned; their records stay in /m/reflections",
+        "1 loop pruned; their records stay in /m/reflections",
     ]
     assert list(to_data(pruned)) == ["dry_run", "loops"]
     assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"

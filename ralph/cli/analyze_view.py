@@ -113,7 +113,7 @@ class AnalysisView:
                     table.rows.append([str(len(c.occurrences)), c.root_cause, str(len(c.loops))])
                 yield table
         if a.invalid_files:
-            yield Text(f"{len(a.invalid_files)} invalid file(s), skipped:", style="yellow")
+            yield Text(f"{plural(len(a.invalid_files), 'invalid file')}, skipped:", style="yellow")
             for f in a.invalid_files[:20]:
                 yield Text(f"  {f.path}: {f.reason}")
 
@@ -129,7 +129,9 @@ def _loops(a: Analysis, width: int, terminal: bool) -> Iterator[Any]:
         table = _loops_table(a, width >= WIDE_TERMINAL, short=True)
     yield table
     if len(a.loops) > MAX_ROWS:
-        yield Text(f"{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv", style="dim")
+        yield Text(
+            f"{plural(len(a.loops) - MAX_ROWS, 'older loop')} not shown; see --csv", style="dim"
+        )
 
 
 def _loops_table(a: Analysis, wide: bool, *, short: bool) -> Rows:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.cli.common import console
 from ralph.cli.live import PlainReporter, is_ci
-from ralph.glyphs import changed_text, clip, sparkline
+from ralph.glyphs import changed_text, clip, plural, sparkline
 from ralph.loop.batch import BatchView
 from ralph.rendering import reward_text
 
@@ -29,7 +29,9 @@ class PlainView:
 
     def begin(self, entries: list[Entry], jobs: int) -> None:
         todo = sum(1 for e in entries if e.phase == "queued")
-        self.out.line(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+        self.out.line(
+            f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
+        )
         for entry in entries:
             if entry.phase == "done":
                 self.out.line(f"[{entry.task.name}] {entry.loop_id} {entry.status} earlier")
@@ -47,7 +49,7 @@ class PlainView:
             for text in summary_lines(entry):
                 self.out.line(f"[{entry.task.name}] {text}")
         green = sum(1 for e in entries if e.status == "completed")
-        self.out.line(f"batch: {green}/{len(entries)} loops green")
+        self.out.line(f"batch: {green}/{plural(len(entries), 'loop')} green")
 
 
 def summary_lines(entry: Entry) -> list[str]:
@@ -85,7 +87,9 @@ class LiveView(PlainView):
         self.live.start()
         self.live.update(self._table())
         todo = sum(1 for e in entries if e.phase == "queued")
-        self.console.print(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+        self.console.print(
+            f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
+        )
 
     def event(self, entry: Entry | None, text: str) -> None:
         if entry is None or entry.error or entry.phase == "done":

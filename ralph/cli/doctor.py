@@ -21,6 +21,7 @@ from ralph.cli.common import ConfigOpt, show
 from ralph.cli.diagnosis import Diagnosis, Row
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
 from ralph.errors import PreflightError, RalphError, StoreError
+from ralph.glyphs import plural
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
@@ -305,7 +306,7 @@ def _memory_row(store: Any) -> Row:
     loops = store.loop_ids()
     running = sorted(store.running_loops())
     now = f"; running: {', '.join(running)}" if running else ""
-    return Row("memory", ".aiwg/ralph", "ok", f"{base}: {len(loops)} loops{now}")
+    return Row("memory", ".aiwg/ralph", "ok", f"{base}: {plural(len(loops), 'loop')}{now}")
 
 
 def _sandbox_row(mode: str) -> Row:

@@ -211,14 +211,15 @@ class TraceView:
             for i, step in enumerate(trajectory.steps, 1):
                 yield from lines(*_plain_step(i, step, start))
         if trajectory.dropped:
-            yield from lines(f"{trajectory.dropped} steps left out to bound the trace")
+            yield from lines(f"{plural(trajectory.dropped, 'step')} left out to bound the trace")
         if trajectory.unparsed:
-            yield from lines(f"{trajectory.unparsed} lines of output were not JSON")
+            yield from lines(f"{plural(trajectory.unparsed, 'line')} of output not JSON")
         if trajectory.error:
             yield from lines(f"parsing stopped: {trajectory.error}")
         if trajectory.unread:
             yield from lines(
-                f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps"
+                f"{plural(trajectory.unread, 'more line')} not read: "
+                f"a trace shows at most {READ_STEPS} steps"
             )
         if self.why_no_steps is not None:
             yield from lines(self.why_no_steps, *_files_lines(self.changed_files))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ralph.glyphs import plural
+
 if TYPE_CHECKING:
     from ralph.evaluators.base import CheckOutcome, Evaluation
     from ralph.evaluators.judging import Baseline
@@ -73,9 +75,9 @@ def _failing_units(outcome: CheckOutcome) -> str:
     """`3 failing tests`, `12 findings` or `failing`: what a target must fix, counted."""
     if outcome.spec.parser == "pytest":
         n = sum(1 for e in outcome.errors if e.type == "test_failure") or outcome.error_count
-        return f"{n} failing test{'s' if n != 1 else ''}"
+        return plural(n, "failing test")
     n = outcome.error_count
-    return f"{n} finding{'s' if n != 1 else ''}" if n else "failing"
+    return plural(n, "finding") if n else "failing"
 
 
 def green_message(evaluation: Evaluation) -> str:

@@ -492,7 +492,8 @@ def run_batch(
         saved = sum(1 for e in entries if e.status in ("paused", "crashed", "not started"))
         view.event(
             None,
-            f"interrupted: {saved} loops can go on; `ralph batch --resume {tasks_path}` does that",
+            f"interrupted: {plural(saved, 'loop')} can go on; "
+            f"`ralph batch --resume {tasks_path}` does that",
         )
     return BatchResult(tasks_path, entries, interrupted)
 

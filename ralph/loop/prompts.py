@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.describe import check_summary, diagnostic_view, located_first
+from ralph.glyphs import plural
 from ralph.records import Diagnostic, IterationRecord
 from ralph.templates import cap
 
@@ -89,7 +90,7 @@ def failing_checks(evaluation: Evaluation, per_check: int = DIAGNOSTICS_PER_CHEC
             targets.append(entry)
         else:
             n = len(v.regressions)
-            summary = f"{n} new failure{'s' if n != 1 else ''} your change caused"
+            summary = f"{plural(n, 'new failure')} your change caused"
             guards.append(_failing_entry(outcome, [], v.regressions, summary, before, per_check))
     return targets + guards
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.errors import BudgetExceeded, PreflightError, RalphError
 from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
+from ralph.glyphs import plural
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
@@ -190,7 +191,8 @@ class LoopRunner:
         stopped = kill_orphans(state.pid)
         if stopped:
             self.reporter.note(
-                f"stopped {len(stopped)} process group(s) the crashed run (pid {state.pid}) left"
+                f"stopped {plural(len(stopped), 'process group')} "
+                f"the crashed run (pid {state.pid}) left"
             )
 
     def _start_git(self, loop_id: str) -> GitState | None:
