@@ -155,18 +155,19 @@ class Wrapped:
         from rich.segment import Segment
         from rich.text import Text
 
-        line = self.text if isinstance(self.text, Text) else Text(self.text, self.style or "")
-        plain = line.plain
-        hang = len(plain) - len(plain.lstrip(" ")) + 2 if self.hang is None else self.hang
+        text = self.text if isinstance(self.text, Text) else Text(self.text, self.style or "")
         width = room(console, options)
-        breaks = [] if width is None else _breaks(plain, width - 2 * self.shell, hang)
-        pieces = list(line.divide(breaks)) if breaks else [line]
-        for n, piece in enumerate(pieces):
-            piece.rstrip()
-            if n:
-                yield Segment(" " * hang)
-            yield from piece.render(console)
-            yield Segment(" \\\n" if self.shell and n + 1 < len(pieces) else "\n")
+        for line in text.split("\n", allow_blank=True):  # each line of a text wraps alone
+            plain = line.plain
+            hang = len(plain) - len(plain.lstrip(" ")) + 2 if self.hang is None else self.hang
+            breaks = [] if width is None else _breaks(plain, width - 2 * self.shell, hang)
+            pieces = list(line.divide(breaks)) if breaks else [line]
+            for n, piece in enumerate(pieces):
+                piece.rstrip()
+                if n:
+                    yield Segment(" " * hang)
+                yield from piece.render(console)
+                yield Segment(" \\\n" if self.shell and n + 1 < len(pieces) else "\n")
 
 
 def _breaks(plain: str, width: int, hang: int) -> list[int]:

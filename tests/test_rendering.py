@@ -478,3 +478,12 @@ def test_init_s_next_steps_wrap_a_command_with_a_continuation_at_80_columns(
     assert lines[start].endswith(" \\") and lines[start + 1].startswith("    "), lines
     command = " ".join(line.rstrip("\\").strip() for line in lines[start : start + 3])
     assert 'git commit -m "ralph init"' in command, lines
+
+
+def test_each_line_of_a_text_wraps_on_its_own() -> None:
+    from ralph.rendering import Wrapped
+
+    text = "first line\n" + "word " * 30 + "\n\nlast"
+    lines = drawn(Wrapped(text), terminal=True, width=40).splitlines()
+    assert lines[0] == "first line" and lines[1].startswith("word word")
+    assert lines[2].startswith("  word") and lines[-2:] == ["", "last"], lines
