@@ -36,13 +36,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ralph import config, process
+from ralph.config import load_yaml
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.glyphs import plural
 from ralph.ids import new_loop_id
+from ralph.loop.assembly import sigterm_as_interrupt
+from ralph.loop.parity import batch_needs_probe, probe_batch
+from ralph.loop.result import changed_files, files_json
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.redact import redact
+from ralph.workspace.base import name_some
+from ralph.workspace.git import GitWorkspace
+from ralph.workspace.locate import find_repo_root
 
 if TYPE_CHECKING:
     from ralph.process import Child
@@ -77,8 +85,6 @@ class BatchTask:
 def load_tasks(path: Path) -> list[BatchTask]:
     """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
     import yaml
-
-    from ralph.config import load_yaml
 
     try:
         data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
@@ -238,8 +244,6 @@ class Entry:
         self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
         if self.status in ("completed", "failed", "aborted") and not self.changes_read:
-            from ralph.loop.result import changed_files, files_json
-
             self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
         return moved
 
@@ -345,8 +349,6 @@ class Batch:
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
-        from ralph.loop.assembly import sigterm_as_interrupt
-
         self.view.begin(self.entries, jobs)
         queued = [e for e in self.entries if e.phase == "queued"]
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ralph-batch")
@@ -373,8 +375,6 @@ class Batch:
         return interrupted
 
     def _work(self, entry: Entry) -> None:
-        from ralph import process
-
         with self.lock:
             if self.stopping:
                 entry.status = "not started"
@@ -471,8 +471,6 @@ def run_batch(
     cwd: Path | None = None,
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
-    from ralph.workspace.locate import find_repo_root
-
     tasks = load_tasks(tasks_path)
     here = (cwd or Path.cwd()).resolve()
     top = find_repo_root(here)
@@ -500,9 +498,6 @@ def run_batch(
 def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
     """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
     before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
-    from ralph import config
-    from ralph.loop.parity import batch_needs_probe, probe_batch
-
     settings = [
         config.load(root, {"test": task.test, "checks": list(task.checks) or None})
         for task in tasks
@@ -513,9 +508,6 @@ def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> No
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
-    from ralph.workspace.base import name_some
-    from ralph.workspace.git import GitWorkspace
-
     with contextlib.suppress(Exception):
         dirty = GitWorkspace(root).dirty_files()
         if dirty:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ralph.errors import PreflightError, StoreError
 from ralph.ids import validate_loop_id
+from ralph.loop.apply_message import apply_message
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.rendering import lines, whole
@@ -125,8 +126,6 @@ def apply_loop(
         )
     applied = branches.squash(commit, loop_branch=branch)
     if applied.files or applied.conflicts:
-        from ralph.loop.apply_message import apply_message
-
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))

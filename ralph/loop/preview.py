@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ralph.actors.registry import describe_actor, prompt_as_sent
 from ralph.evaluators.base import BaselineRules, EvaluationRequest
 from ralph.ids import new_loop_id
-from ralph.loop import steps
+from ralph.loop import prompts, steps
 from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
 from ralph.rendering import whole
@@ -106,9 +107,6 @@ def preview_run(
     on_done: Callable[[CheckOutcome], None] | None = None,
 ) -> Preview:
     """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
-    from ralph.actors.registry import describe_actor, prompt_as_sent
-    from ralph.loop import prompts
-
     task, root, home, settings = intake(task, flags, cwd)
     parts = build_parts(settings, root, task=task)  # a judge's model, as the loop's
     parts.evaluator.preflight()
