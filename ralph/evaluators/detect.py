@@ -16,6 +16,9 @@ from typing import Any
 
 from ralph.config import CONFIG_FILE, CheckSpec, Role
 from ralph.errors import ConfigError
+from ralph.evaluators.describe import check_summary
+from ralph.evaluators.suite import CheckSuite
+from ralph.evaluators.tools import runnable_checks
 from ralph.files import atomic_write_text
 from ralph.memory.store import MemoryStore
 
@@ -106,10 +109,6 @@ def probe_checks(
     root: Path, checks: list[CheckSpec], *, on_output: Callable[[str, str], None] | None = None
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
-    from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite
-    from ralph.evaluators.tools import runnable_checks
-
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}
     runnable, missing = runnable_checks(suite.checks)
