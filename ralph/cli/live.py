@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.glyphs import changed_text, clip, sparkline
+from ralph.records import known_sum
 from ralph.redact import redact
 
 if TYPE_CHECKING:
@@ -251,8 +252,6 @@ def usage_text(state: LoopState) -> str:
     """The loop's totals as its state counts them: every record's and a judge's calls outside
     an iteration (`usage.unrecorded_calls`), earlier runs of a resumed loop too. Money by the
     one rule (`records.sum_costs`, as the state adds it): unknown as soon as a part is."""
-    from ralph.records import known_sum  # loaded with the state; not on progress_bar's path
-
     usage = state.usage
     if state.iteration == 0 and not usage.unrecorded_calls:
         return "tokens none yet  cost none yet"  # None here is nothing counted, not unknown

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from ralph.cli.common import (
     show,
 )
 from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
+from ralph.errors import RalphError
 
 
 def init(
@@ -82,10 +84,7 @@ def init(
 def _next_steps(out: Any, store: Any, config: Path) -> None:
     """What to do after init, as command lines to copy: see that the loop can run, commit what
     init wrote (the team shares the checks and the memory), start a loop."""
-    import os
-
     from ralph.actors.registry import auto_actor
-    from ralph.errors import RalphError
 
     def here(path: Path) -> str:
         return os.path.relpath(path)
