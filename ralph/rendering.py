@@ -8,6 +8,7 @@ does not load it."""
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -97,8 +98,6 @@ class Rows:
     def _stacked(self, width: int) -> RenderResult:
         """A row a block, for a terminal too narrow for the table: its first cell, then each
         other column as `name: value`, wrapped between words only."""
-        import textwrap
-
         yield whole(self.title, "bold")
         for row in self.rows:
             yield whole(row[0] if row else "", "bold")  # each block's head, as a table's title
