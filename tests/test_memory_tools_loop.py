@@ -187,11 +187,10 @@ def test_without_the_sdk_no_cli_is_offered_the_tools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ralph.actors.agents import offer_memory_tools
-    from ralph.memory import server
 
     actor = AgentActor(PRESETS["claude"], environ={}, base_dir=tmp_path)
     with monkeypatch.context() as patched:
-        patched.setattr(server, "sdk_available", lambda: False)
+        patched.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
         assert not offer_memory_tools(actor, tmp_path) and actor.memory_server is None
     assert offer_memory_tools(actor, tmp_path)
     assert actor.memory_server is not None and actor.memory_server[-1] == str(tmp_path.resolve())

@@ -13,6 +13,8 @@ Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan
 
 from __future__ import annotations
 
+import os
+import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +39,12 @@ from ralph.actors.mcp_wiring import (
     codex_memory,
     gemini_memory,
 )
+from ralph.actors.readiness import credentials
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
 from ralph.files import atomic_write_text
+from ralph.memory.server import sdk_available, server_command
+from ralph.memory.store import MemoryStore
 from ralph.providers.base import ChatResponse, Message
 from ralph.sandbox import Sandbox, denials
 
@@ -190,8 +195,6 @@ class AgentActor:
     def memory_wiring(self, folder: Path) -> MemoryWiring:
         if self.memory_server is None or self.preset.memory is None:
             return MemoryWiring([], {}, {})
-        import os
-
         environ = self.environ if self.environ is not None else os.environ
         return self.preset.memory(folder, self.memory_server, {**dict(self.preset.env), **environ})
 
@@ -207,10 +210,6 @@ class AgentActor:
     def preflight(self) -> None:
         """The binary, and credentials it can use unattended (never a login prompt that would
         sit out the iteration timeout): see actors/readiness.py."""
-        import os
-
-        from ralph.actors.readiness import credentials
-
         binary = self.binary()
         environ = self.environ if self.environ is not None else os.environ
         found = credentials(
@@ -223,8 +222,6 @@ class AgentActor:
 
     def describe(self) -> str:
         """The command line of an attempt, for `ralph run --dry-run`."""
-        import shlex
-
         head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
         memory = self.memory_wiring(Path("<artifacts>"))
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in memory.env.items())
@@ -278,9 +275,6 @@ class AgentActor:
 def offer_memory_tools(actor: Actor, root: Path) -> bool:
     """Give an agent CLI that can take it the memory server of the repository at `root` in
     each attempt, when the MCP SDK is installed; whether it was given."""
-    from ralph.memory.server import sdk_available, server_command
-    from ralph.memory.store import MemoryStore
-
     if not isinstance(actor, AgentActor) or not sdk_available():
         return False
     return actor.offer_memory(server_command(MemoryStore.discover(root).root))

@@ -17,7 +17,9 @@ from ralph.actors.agents import AgentActor
 from ralph.actors.command import CommandActor
 from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
 from ralph.config import Settings
-from ralph.sandbox import Policy, Sandbox
+from ralph.files import private_tmp
+from ralph.sandbox import Policy, Sandbox, resolve
+from ralph.workspace.locate import memory_root
 
 # preset -> (variables it is given, directories under HOME it may write, variables naming
 # such a directory elsewhere)
@@ -74,10 +76,6 @@ def policy_of(
 ) -> Policy | None:
     """`--sandbox`: None runs as ralph does (`none`, or `auto` where bwrap cannot run, said in
     one line through `note`); `bwrap` where it cannot run is refused (exit 2)."""
-    from ralph.files import private_tmp
-    from ralph.sandbox import resolve
-    from ralph.workspace.locate import memory_root
-
     bwrap, warning = resolve(settings.sandbox)
     if warning and note is not None:
         note(warning)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ralph import process
+from ralph.actors.agents import PRESETS, AgentActor, AgentChatClient
 from ralph.actors.base import Actor
+from ralph.actors.command import CommandActor
+from ralph.actors.llm import LLMActor, shown_messages
+from ralph.actors.readiness import AgentProbe, credentials, version
+from ralph.config import model_args
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
-
-if TYPE_CHECKING:
-    from ralph.actors.readiness import AgentProbe
+from ralph.providers.registry import make_client, provider_available
 
 PRESET_ORDER = ("claude", "codex", "aider", "gemini", "opencode")
 # Sensible current defaults when only the provider is named (`openai`, `anthropic:`).
@@ -44,8 +47,6 @@ def make_actor(
     """Build the actor `spec` names; unknown or malformed specs are a ConfigError.
 
     `model` (`--model`) becomes an agent CLI's `--model MODEL` or replaces a provider's model."""
-    from ralph.actors.agents import PRESETS, AgentActor
-
     spec = spec.strip()
     kind, sep, rest = spec.partition(":")
     kind = kind.strip().lower()
@@ -53,8 +54,6 @@ def make_actor(
     if spec == "auto":
         return auto_actor(actor_args=actor_args, model=model, environ=environ, base_dir=base_dir)
     if kind == "cmd" and sep:
-        from ralph.actors.command import CommandActor
-
         _no_model(model, spec)
         return CommandActor(rest, actor_args=actor_args, environ=environ, base_dir=base_dir)
     if kind in PRESETS and not sep:
@@ -78,8 +77,6 @@ def make_actor(
 
 def with_model(actor_args: Sequence[str], model: str | None) -> list[str]:
     """An agent CLI's arguments with `--model MODEL` first (every preset's CLI spells it so)."""
-    from ralph.config import model_args
-
     if model is None:
         return list(actor_args)
     if model_args(actor_args):
@@ -111,8 +108,6 @@ def _scripted(raw: str, base_dir: Path) -> Actor:
 
 def llm_actor(provider: str, model: str, *, environ: Mapping[str, str] | None) -> Actor:
     """An LLM actor over the provider's chat client (keys come from the environment)."""
-    from ralph.actors.llm import LLMActor
-    from ralph.providers.registry import make_client
 
     spec = f"{provider}:{model}"
     return LLMActor(spec, make_client(spec, environ=environ))
@@ -127,9 +122,6 @@ def auto_actor(
 ) -> Actor:
     """The first agent CLI on PATH that can run unattended (readiness.py: never one that would
     wait for a login), else an LLM provider whose key is set."""
-    from ralph.actors.agents import PRESETS, AgentActor
-    from ralph.actors.readiness import credentials
-    from ralph.providers.registry import provider_available
 
     env = os.environ if environ is None else environ
     args = with_model(actor_args, model)
@@ -165,14 +157,9 @@ def reflector_client(
 ) -> ChatClient | None:
     """The actor's own model as the reflector, bounded by `timeout` (`--reflector-timeout`;
     None: no limit): a read-only run of the agent CLI, or a fresh client of the provider."""
-    from ralph.actors.agents import AgentActor, AgentChatClient
-    from ralph.actors.llm import LLMActor
-
     if isinstance(actor, AgentActor):
         return AgentChatClient(actor, timeout=timeout)
     if isinstance(actor, LLMActor):
-        from ralph.providers.registry import make_client
-
         return make_client(actor.name, environ=environ, deadline=timeout or NO_DEADLINE)
     return actor.chat_client()
 
@@ -189,8 +176,6 @@ def describe_actor(actor: Actor) -> str:
 def prompt_as_sent(actor: Actor, prompt: str, workdir: Path) -> str:
     """The prompt as the actor receives it: an LLM actor's messages carry the rules and the
     files the prompt points at; every other actor gets the prompt itself."""
-    from ralph.actors.llm import LLMActor, shown_messages
-
     if isinstance(actor, LLMActor):
         return shown_messages(actor.messages(prompt, workdir))
     return prompt
@@ -201,10 +186,6 @@ def probe_agents(
 ) -> list[AgentProbe]:
     """Every preset, in `--actor auto`'s order, as found here (`ralph doctor`); in parallel,
     as each version takes a process start."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ralph.actors.agents import PRESETS
-    from ralph.actors.readiness import AgentProbe, credentials, version
 
     def one(name: str) -> AgentProbe:
         preset = PRESETS[name]

@@ -14,11 +14,14 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from ralph.actors.tail import OUTPUT_LINES
+from ralph.files import atomic_write_text
 from ralph.glyphs import plural
+from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
 from ralph.reading import open_regular
+from ralph.records import TraceSummary
 from ralph.redact import redact
 
 MAX_JSON_DEPTH = 64  # agent events nest a few levels; deeper is not an event ralph reads
@@ -26,8 +29,6 @@ MAX_JSON_CHARS = 16 << 20
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 BRACKET = re.compile(r"[\[\]{}]")
 
-if TYPE_CHECKING:
-    from ralph.records import TraceSummary
 
 TRACE_FILE = "trace.jsonl"
 HEAD_STEPS = 150  # steps kept from the start of a long trajectory
@@ -156,8 +157,6 @@ def tool_kind(tool: str) -> str:
 def memory_tool(tool: str) -> bool:
     """A call of ralph's memory (`ralph mcp`) as each CLI names it: `mcp__ralph__search_reflections`
     (Claude Code), `mcp:ralph/lessons_for` (Codex), `mcp_ralph_list_loops` or the bare name."""
-    from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
-
     name = tool.lower()
     return any(name == t or (name.endswith(t) and SERVER_NAME in name) for t in TOOL_NAMES)
 
@@ -189,8 +188,6 @@ def unwrap_command(command: str) -> str:
 # storage ------------------------------------------------------------------------------------
 def write(artifacts: Path, trajectory: Trajectory) -> Path:
     """`NNN/trace.jsonl`: a meta line, then one step a line."""
-    from ralph.files import atomic_write_text
-
     lines = [json.dumps({"meta": trajectory.meta()}, ensure_ascii=False)]
     lines += [
         json.dumps(step.to_json(i), ensure_ascii=False)
@@ -348,8 +345,6 @@ def summarize(
     trajectory: Trajectory, *, check_commands: Iterable[str] = (), workdir: Path | None = None
 ) -> TraceSummary:
     """The record's `ralph.trace`: counts by tool, files read and edited, commands, checks run."""
-    from ralph.records import TraceSummary
-
     actions: dict[str, int] = {}
     read_files: list[str] = []
     edited: list[str] = []

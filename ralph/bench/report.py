@@ -8,6 +8,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.files import atomic_write_text
 from ralph.glyphs import plural
 
 if TYPE_CHECKING:
@@ -211,8 +212,6 @@ def chart(summary: dict[str, Any], width: int = 560, height: int = 300) -> str:
 
 
 def write_html(summary: dict[str, Any], path: Path) -> None:
-    from ralph.files import atomic_write_text
-
     head, body = rows(summary)
     table = "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
     for row in body:

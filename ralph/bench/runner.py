@@ -22,6 +22,7 @@ resamples of the tasks, seed 0; each task's repeats averaged first).
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
 import statistics
@@ -29,14 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ralph.config import _validate
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
-from ralph.loop.batch import BatchView, Entry
+from ralph.loop.batch import Batch, BatchView, Entry, check_parity_once
 from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.records import known_sum, sum_costs, utc_now
+from ralph.workspace.git import GitWorkspace
+from ralph.workspace.locate import find_repo_root
 
 DEFAULT_ARMS = {"reflexion": {}, "no-memory": {"omega": "0", "lessons": "0"}}
 ARM_KEYS: tuple[str, ...] = ("omega", "lessons", "reflector", "actor", "window_policy")
@@ -94,8 +98,6 @@ def check_arm(name: str, flags: dict[str, str]) -> None:
     """An arm's settings through the one validation of `ralph run`'s (config `_validate`): a
     value every run of the arm would refuse (`omega=abc`, `omega=11`) stops the bench before
     anything runs, instead of failing each run and reading as a difference."""
-    from ralph.config import _validate
-
     settings: dict[str, Any] = {}
     for key, value in flags.items():
         if key == "check":
@@ -340,12 +342,6 @@ def run_bench(
     cwd: Path | None = None,
 ) -> tuple[str, dict[str, Any], bool]:
     """Run (or continue) the bench; (bench id, the summary, interrupted)."""
-    import os
-
-    from ralph.loop.batch import Batch, check_parity_once
-    from ralph.workspace.git import GitWorkspace
-    from ralph.workspace.locate import find_repo_root
-
     if repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     tasks = load_tasks(tasks_path)

@@ -2,6 +2,6 @@
 demo.
 
 A command imports what it runs inside its own function, and rich is imported where something is
-drawn: `ralph --help`, `ralph status` and `ralph check` load only the modules they use
-(`python -X importtime -m ralph ...` lists them). An import inside a function here is one that
-would add to one of those three, or to `ralph analyze`'s read (`cli/live.py`'s progress bar)."""
+drawn: `ralph --help` loads the command modules and nothing they run, and `ralph check` starts
+its checks before any of them (docs/architecture.md, "Start-up": when an import may sit inside
+a function; tests/test_lazy_imports.py holds it)."""

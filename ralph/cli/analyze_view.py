@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ralph.analyze import trace_stats
 from ralph.analyze.report import (
     bar,
     duration,
@@ -101,8 +102,6 @@ class AnalysisView:
             yield from _categories(a)
             yield from _effectiveness(a)
             yield from _breakthroughs(a)
-            from ralph.analyze import trace_stats
-
             actions = trace_stats.summary_line([r for loop in a.loops for r in loop.records])
             if actions:
                 yield Text(actions)

@@ -9,6 +9,7 @@ same repository with a real agent.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from typing import Any
 
 from ralph import glyphs
 from ralph.errors import PreflightError
+from ralph.memory.shown import RecordView
+from ralph.memory.store import MemoryStore
 from ralph.process import capture
 
 TASK = "make the date parser accept every format its tests use, with clean mypy and ruff"
@@ -191,8 +194,6 @@ def require_tools() -> None:
 
 
 def _importable(module: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(module) is not None
 
 
@@ -222,9 +223,6 @@ def flags_for(actor: str | None, reflector: str | None) -> dict[str, Any]:
 
 def show_outcome(root: Path, loop_id: str, console: Any, *, kept: bool = True) -> None:
     """The reflections the loop wrote and its learning curve: memory at work."""
-    from ralph.memory.shown import RecordView
-    from ralph.memory.store import MemoryStore
-
     store = MemoryStore(root)
     records = store.valid_records(loop_id)
     for record in records:

@@ -4,6 +4,7 @@ the verdict. Its JSON form is `{"ok": ..., "findings": [...]}`."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -71,8 +72,6 @@ class Diagnosis:
     def _stacked(self, width: int) -> RenderResult:
         """A finding a line, its detail indented under it, wrapped between words only: for a
         terminal too narrow for the table (a word longer than the line stays whole)."""
-        import textwrap
-
         from rich.text import Text
 
         for row in self.findings:

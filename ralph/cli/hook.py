@@ -10,6 +10,9 @@ from typing import Annotated
 
 import typer
 
+from ralph.cli.common import clean, console, print_json
+from ralph.errors import RalphError
+
 hook_app = typer.Typer(
     help="Hooks for interactive agents: let the project's checks decide when Claude may stop.",
     no_args_is_help=True,
@@ -33,8 +36,6 @@ def claude_stop(
     """Claude Code's Stop hook: reads the hook's JSON on stdin, runs ralph's checks in its
     `cwd`; blocks the stop with the failing checks' diagnostics, lets it happen when they pass."""
 
-    from ralph.cli.common import clean, print_json
-    from ralph.errors import RalphError
     from ralph.loop.stop_hook import decide, parse_input
 
     hook = parse_input(sys.stdin.read())  # unreadable input: one line, exit 2
@@ -59,7 +60,6 @@ def install_claude(
 ) -> None:
     """Add `ralph hook claude-stop` as a Stop hook to .claude/settings.json, keeping what is
     there; running it again changes nothing."""
-    from ralph.cli.common import console
     from ralph.loop.assembly import project_root
     from ralph.loop.stop_hook import install_claude as install
 

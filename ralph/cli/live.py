@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph.glyphs import changed_text, clip, plural, sparkline
+from ralph.records import known_sum
 from ralph.redact import redact
+from ralph.rendering import Wrapped
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -164,14 +166,12 @@ class RichReporter(PlainReporter):
         super().loop_started(state, resumed)
 
     def line(self, text: str) -> None:
-        from ralph.rendering import Wrapped
 
         self.console.print(Wrapped(redact(text)), crop=False)
 
     def block(self, text: str) -> None:
         """A final line: its value wraps under the value column, a command with a shell
         continuation, so it copies whole."""
-        from ralph.rendering import Wrapped
 
         command = text.split(" ", 1)[0] in COMMAND_LABELS
         self.console.print(Wrapped(redact(text), hang=8, shell=command), crop=False)
@@ -229,8 +229,6 @@ class RichReporter(PlainReporter):
         harm = harm_text(evaluation)
         from rich.text import Text
 
-        from ralph.rendering import Wrapped
-
         self.console.print(
             Wrapped(
                 Text.from_markup(
@@ -266,8 +264,6 @@ def usage_text(state: LoopState) -> str:
     """The loop's totals as its state counts them: every record's and a judge's calls outside
     an iteration (`usage.unrecorded_calls`), earlier runs of a resumed loop too. Money by the
     one rule (`records.sum_costs`, as the state adds it): unknown as soon as a part is."""
-    from ralph.records import known_sum  # loaded with the state; not on progress_bar's path
-
     usage = state.usage
     if state.iteration == 0 and not usage.unrecorded_calls:
         return "tokens none yet  cost none yet"  # None here is nothing counted, not unknown

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from ralph.rendering import Wrapped
 
 if TYPE_CHECKING:
     from ralph.config import Role
+from ralph.errors import RalphError
 
 
 def init(
@@ -103,10 +105,7 @@ def _write(out: Any, store: Any, path: Path, checks: Any, settings: dict[str, An
 def _next_steps(out: Any, store: Any, config: Path) -> None:
     """What to do after init, as command lines to copy: see that the loop can run, commit what
     init wrote (the team shares the checks and the memory), start a loop."""
-    import os
-
     from ralph.actors.registry import auto_actor
-    from ralph.errors import RalphError
 
     def here(path: Path) -> str:
         return os.path.relpath(path)

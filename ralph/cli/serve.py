@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from ralph.cli.common import memory
+from ralph.errors import ConfigError
+
 
 def mcp_command(
     project: Annotated[
@@ -20,8 +23,6 @@ def mcp_command(
 ) -> None:
     """Serve ralph's memory (search_reflections, lessons_for, get_reflection, list_loops) as an
     MCP server on stdin/stdout, read-only; needs the extra: pip install 'ralph-loop[mcp]'."""
-    from ralph.cli.common import memory
-    from ralph.errors import ConfigError
     from ralph.memory.server import serve
 
     if project is not None and not project.is_dir():

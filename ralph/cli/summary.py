@@ -9,6 +9,7 @@ from __future__ import annotations
 from ralph.errors import StoreError
 from ralph.glyphs import clip, plural, sparkline
 from ralph.ids import validate_loop_id
+from ralph.loop.result import git_outcome
 from ralph.memory.store import LoopState, MemoryStore
 
 
@@ -20,8 +21,6 @@ def _cell(text: str | None, width: int = 160) -> str:
 
 def _branch(state: LoopState) -> str:
     """` · branch `ralph/…` from `main`, best commit `abc…``: where the work is."""
-    from ralph.loop.result import git_outcome
-
     git = git_outcome(state)
     if not git["branch"]:
         return ""

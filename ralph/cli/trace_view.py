@@ -14,14 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.actors.command import LOG_FILE
+from ralph.actors.registry import DEFAULT_MODELS
 from ralph.actors.tail import log_tail
 from ralph.actors.trace import READ_STEPS, TRACE_FILE, Step, Trajectory, read
+from ralph.actors.tracing import STREAMS
 from ralph.cli.common import show
 from ralph.errors import RalphError, StoreError
 from ralph.glyphs import plural, spans
 from ralph.ids import validate_loop_id
+from ralph.memory.store import load_record_file
 from ralph.reading import Unreadable
 from ralph.rendering import lines, whole
+from ralph.workspace.branches import ChangedFile
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -99,8 +103,6 @@ def _actor(store: MemoryStore, loop_id: str) -> str:
 def why_no_steps(trajectory: Trajectory | None) -> str | None:
     """Why an attempt shows its files and last output: an actor without a step stream, a
     stream that held none, no trace at all; None for an agent whose stream gave steps."""
-    from ralph.actors.registry import DEFAULT_MODELS
-    from ralph.actors.tracing import STREAMS
 
     if trajectory is None:
         return f"no trace was kept of this attempt; {SHOWING}"
@@ -120,8 +122,6 @@ def files_changed(store: MemoryStore, loop_id: str, iteration: int) -> list[Chan
     """The files the attempt changed with their lines, as its record says (the tree that was
     judged and committed, kept at the time: a rollback since changes nothing here); None
     without a readable record."""
-    from ralph.memory.store import load_record_file
-    from ralph.workspace.branches import ChangedFile
 
     path = store.record_path(loop_id, iteration)
     record = load_record_file(path, iteration).record if path.exists() else None

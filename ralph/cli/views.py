@@ -8,9 +8,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ralph.cli.common import show
+from ralph.cli.live import progress_bar
 from ralph.errors import ConfigError, StoreError
 from ralph.glyphs import spans
 from ralph.ids import validate_loop_id
+from ralph.records import FAILURE_CATEGORIES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,10 +56,8 @@ def search_reflections(
     until: str | None = None,
     limit: int = 10,
 ) -> None:
-    from ralph.cli.live import progress_bar
     from ralph.memory.listing import SearchResults
     from ralph.memory.search import SearchIndex
-    from ralph.records import FAILURE_CATEGORIES
 
     if loop_id is not None:
         validate_loop_id(loop_id)

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.files import private_tmp
 from ralph.glyphs import plural
 from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
+from ralph.workspace.locate import memory_root
 
 if TYPE_CHECKING:
     from ralph.sandbox import Sandbox
@@ -194,9 +196,6 @@ _memory_roots: dict[Path, Path] = {}
 def scratch(cwd: Path, name: str) -> Path:
     """`.aiwg/ralph/tmp/NAME` of the memory of `cwd`: where a tool's cache goes instead of the
     user's tree (the memory's place asked of git once per tree)."""
-    from ralph.files import private_tmp
-    from ralph.workspace.locate import memory_root
-
     root = _memory_roots.get(cwd)
     if root is None:
         root = _memory_roots[cwd] = memory_root(cwd)

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ralph.config import CONFIG_FILE, CheckSpec, Role
+from ralph.config import CONFIG_FILE, CheckSpec, Role, load_yaml
 from ralph.errors import ConfigError
+from ralph.evaluators.describe import check_summary
+from ralph.evaluators.suite import CheckSuite
+from ralph.evaluators.tools import runnable_checks
 from ralph.files import atomic_write_text
 from ralph.memory.store import MemoryStore
 
@@ -108,10 +111,6 @@ def probe_checks(
     root: Path, checks: list[CheckSpec], *, on_output: Callable[[str, str], None] | None = None
 ) -> list[Probe]:
     """Run every detected check once (in parallel); a check that cannot run is left out."""
-    from ralph.evaluators.describe import check_summary
-    from ralph.evaluators.suite import CheckSuite
-    from ralph.evaluators.tools import runnable_checks
-
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}
     runnable, missing = runnable_checks(suite.checks)
@@ -168,7 +167,6 @@ def render_config(checks: list[CheckSpec], kept: dict[str, Any] | None = None) -
 def previous_settings(path: Path) -> dict[str, Any]:
     """The settings of an existing config.yaml other than its checks (what `init --force`
     keeps); a file that cannot be read keeps nothing (its bytes are saved beside it)."""
-    from ralph.config import load_yaml
 
     try:
         data = load_yaml(path.read_text("utf-8"))

@@ -17,17 +17,25 @@ import functools
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph import process
 from ralph.config import CheckSpec
+from ralph.errors import PreflightError, one_line
 from ralph.evaluators.base import CheckOutcome, JudgeContext, OutputCallback
 from ralph.process import DEFAULT_CAP, ProcessResult
+from ralph.providers.answers import ask_json, extract_json_object, repair_context
+from ralph.providers.base import Message
+from ralph.providers.registry import make_client
 from ralph.records import CheckResult, Diagnostic, ModelCall
+from ralph.redact import redact
+from ralph.templates import render
+from ralph.workspace.base import cap_diff
 
 if TYPE_CHECKING:
-    from ralph.providers.base import ChatClient, Message
+    from ralph.providers.base import ChatClient
 
 DEFAULT_THRESHOLD = 8.0
 DEFAULT_DIMENSIONS = ("correctness", "completeness", "clarity")
@@ -99,8 +107,6 @@ class JudgeCheck:
             self._client()
             return
         if self.bound and self.client is None:
-            from ralph.errors import PreflightError
-
             raise PreflightError(
                 f"check {self.spec.name!r} is a judge with no model to ask",
                 hint="set `model: PROVIDER:MODEL` on the check, or --reflector PROVIDER:MODEL",
@@ -113,8 +119,6 @@ class JudgeCheck:
         baseline_errors: int | None = None,
         on_output: OutputCallback | None = None,
     ) -> CheckOutcome:
-        import time
-
         started = time.monotonic()
         with self._lock:
             if self.base_commit is None:
@@ -144,8 +148,6 @@ class JudgeCheck:
             client = self._client()
             answer, problems = self._ask(client, diff, cwd, calls, answers)
         except Exception as exc:  # a provider failure is this check's error, never a pass
-            from ralph.errors import one_line
-
             return self._outcome("error", started, [_diagnostic(f"judge: {one_line(exc)}")])
         if answer is None:
             why = f"the judge's answer is invalid after one repair: {problems[0]}"
@@ -188,12 +190,8 @@ class JudgeCheck:
         if self.spec.model:
             with self._lock:
                 if self.client is None or self.client.model != _model_of(self.spec.model):
-                    from ralph.providers.registry import make_client
-
                     self.client = make_client(self.spec.model)
         if self.client is None:
-            from ralph.errors import PreflightError
-
             raise PreflightError(
                 "the judge has no model",
                 hint="set `model: PROVIDER:MODEL` on the check, or --reflector PROVIDER:MODEL",
@@ -209,11 +207,6 @@ class JudgeCheck:
         answers: list[str],
     ) -> tuple[dict[str, Any] | None, list[str]]:
         """One question and at most one repair (the reflector's treatment of bad answers)."""
-        from ralph.providers.answers import ask_json, repair_context
-        from ralph.providers.base import Message
-        from ralph.redact import redact
-        from ralph.templates import render
-
         dimensions = list(self.spec.dimensions or DEFAULT_DIMENSIONS)
         context = {
             "task": self.task or "(no task given: judge the change by the criteria)",
@@ -246,8 +239,6 @@ class JudgeCheck:
         return response.text or ""
 
     def _outcome(self, status: str, started: float, errors: list[Diagnostic]) -> CheckOutcome:
-        import time
-
         res = ProcessResult(
             exit_code=0 if status == "pass" else 1,
             stdout="",
@@ -278,8 +269,6 @@ def _git(cwd: Path, *args: str) -> str:
 
 def loop_diff(cwd: Path, base: str | None, limit: int = DIFF_CHARS) -> str:
     """Tracked changes since `base` and new files' contents, ralph's memory left out; capped."""
-    from ralph.workspace.base import cap_diff
-
     if base is None:
         return ""
     spec = ["--", ".", ":(exclude).aiwg/ralph"]
@@ -304,8 +293,6 @@ def _validator() -> Any:
 
 def parse_verdict(text: str) -> tuple[dict[str, Any] | None, list[str]]:
     """The judge's answer, coerced (scores as "8/10", issues as strings) and validated."""
-    from ralph.providers.answers import extract_json_object
-
     data = extract_json_object(text or "")
     if data is None:
         return None, ["the answer contains no JSON object"]

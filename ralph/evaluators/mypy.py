@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph import process
+from ralph.errors import StoreError
 from ralph.evaluators.base import OutputCallback
 from ralph.evaluators.command import (
     DiagnosticsCheck,
@@ -34,6 +35,7 @@ from ralph.evaluators.command import (
     tool_pattern,
     user_sets,
 )
+from ralph.files import atomic_write_text
 from ralph.process import ProcessResult
 from ralph.records import Diagnostic, Metrics
 
@@ -203,9 +205,6 @@ def _remember_version(identity: str, version: tuple[int, ...]) -> None:
 
 def _write_cache(entries: dict[str, list[int]]) -> None:
     """Best effort: a cache that cannot be written only means asking mypy next time."""
-    from ralph.errors import StoreError
-    from ralph.files import atomic_write_text
-
     with contextlib.suppress(StoreError):
         atomic_write_text(cache_path(), json.dumps(entries, indent=1) + "\n", durable=False)
 

@@ -6,8 +6,10 @@ The CLI commands `run`, `resume`, `abort` and `check` are a few lines over these
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ralph import config
 from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
-from ralph.files import atomic_write_text
+from ralph.evaluators.base import JudgeContext
+from ralph.files import atomic_write_text, read_json
 from ralph.ids import new_loop_id, validate_loop_id
 from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult
@@ -24,9 +27,10 @@ from ralph.loop.steps import Parts, Reporter
 from ralph.memory.locks import same_process
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
+from ralph.workspace import open_workspace
+from ralph.workspace.base import GitState, name_some
 
 if TYPE_CHECKING:
-    from ralph.evaluators.base import JudgeContext
     from ralph.evaluators.suite import CheckSuite
     from ralph.reflection.reflector import ModelReflector
 
@@ -79,8 +83,6 @@ def build_parts(
     from ralph.actors.agents import offer_memory_tools
     from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
-    from ralph.evaluators.base import JudgeContext
-    from ralph.workspace import open_workspace
     from ralph.workspace.worktree import import_path
 
     env = os.environ if environ is None else environ
@@ -215,7 +217,6 @@ def _run_in_worktree(
     parts: Parts | None,
 ) -> LoopResult:
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
-    from ralph.workspace.base import name_some
     from ralph.workspace.git import GitWorkspace
     from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
@@ -260,7 +261,6 @@ def prepare_worktree(
     """Before the baseline: `.worktreeinclude`'s files, `worktree_setup`, then the parity
     preflight (tests that import in the checkout must import here too)."""
     from ralph.loop.parity import check_parity
-    from ralph.workspace.base import name_some
     from ralph.workspace.parity import (
         INCLUDE_FILE,
         copy_included,
@@ -291,8 +291,6 @@ def prepare_worktree(
 
 def _forget_worktree(store: MemoryStore, loop_id: str) -> None:
     """An already-green loop's state no longer names the worktree just removed."""
-    from ralph.workspace.base import GitState
-
     with contextlib.suppress(StoreError):
         state = store.read_state(loop_id)
         if state.git is not None and state.git == GitState(worktree=state.git.worktree):
@@ -339,8 +337,6 @@ def keep_newer_records_apart(store: MemoryStore, state: LoopState) -> list[str]:
     for this machine's interrupted attempt, whose prompt.md the record names by its hash; a
     record from elsewhere (`ralph reflections import` into a paused loop) is moved to
     `conflicts/<loop>/` first, never overwritten unseen. Returns what was moved, one note each."""
-    import hashlib
-
     from ralph.memory.transfer import CONFLICTS_DIR
 
     notes = []
@@ -367,10 +363,6 @@ def keep_newer_records_apart(store: MemoryStore, state: LoopState) -> list[str]:
 
 def _own_attempt(store: MemoryStore, loop_id: str, number: int, path: Path) -> bool:
     """The record was written by an attempt of this loop here: its prompt is this machine's."""
-    import hashlib
-
-    from ralph.files import read_json
-
     prompt = store.artifacts_dir(loop_id, number) / "prompt.md"
     try:
         data = read_json(path)
@@ -437,8 +429,6 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
 
 
 def _wait_until_stopped(store: MemoryStore, loop_id: str) -> bool:
-    import time
-
     deadline = time.monotonic() + ABORT_WAIT
     while loop_id in store.running_loops():
         if time.monotonic() > deadline:

@@ -28,15 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ralph import config
+from ralph import config, process
 from ralph.errors import PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.glyphs import plural
 from ralph.ids import new_loop_id
-from ralph.loop.task_checks import held_back, loop_env
+from ralph.loop.assembly import sigterm_as_interrupt
+from ralph.loop.batch_preflight import preflight_tasks
+from ralph.loop.parity import batch_needs_probe, probe_batch
+from ralph.loop.result import changed_files, files_json
+from ralph.loop.task_checks import held_back, loop_env, task_settings
 from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.store import MemoryStore, parse_state
+from ralph.workspace.base import name_some
+from ralph.workspace.git import GitWorkspace
+from ralph.workspace.locate import find_repo_root
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
@@ -105,8 +112,6 @@ class Entry:
         self.worktree = state.git.worktree if state.git else None
         self.status = store.effective_status(state)
         if self.status in ("completed", "failed", "aborted") and not self.changes_read:
-            from ralph.loop.result import changed_files, files_json
-
             self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
             self.held_back = _held_back(store, state, self.task)
         return moved
@@ -231,8 +236,6 @@ class Batch:
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
-        from ralph.loop.assembly import sigterm_as_interrupt
-
         self.view.begin(self.entries, jobs)
         queued = [e for e in self.entries if e.phase == "queued"]
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ralph-batch")
@@ -259,8 +262,6 @@ class Batch:
         return interrupted
 
     def _work(self, entry: Entry) -> None:
-        from ralph import process
-
         with self.lock:
             if self.stopping:
                 entry.status = "not started"
@@ -357,8 +358,6 @@ def run_batch(
     cwd: Path | None = None,
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
-    from ralph.loop.batch_preflight import preflight_tasks
-    from ralph.workspace.locate import find_repo_root
 
     tasks = load_tasks(tasks_path)
     here = (cwd or Path.cwd()).resolve()
@@ -391,8 +390,6 @@ def run_batch(
 def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
     """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
     before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
-    from ralph.loop.parity import batch_needs_probe, probe_batch
-    from ralph.loop.task_checks import task_settings
 
     configured = config.load(root)
     settings = [task_settings(root, task, configured) for task in tasks]
@@ -416,9 +413,6 @@ def _note_unscoped(tasks: list[BatchTask], view: BatchView) -> None:
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:
-    from ralph.workspace.base import name_some
-    from ralph.workspace.git import GitWorkspace
-
     with contextlib.suppress(Exception):
         dirty = GitWorkspace(root).dirty_files()
         if dirty:

@@ -12,8 +12,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ralph.actors.registry import make_actor
 from ralph.errors import PreflightError, RalphError
 from ralph.glyphs import plural
+from ralph.loop.assembly import make_evaluator, make_reflector
 from ralph.loop.task_checks import task_settings
 
 if TYPE_CHECKING:
@@ -52,8 +54,6 @@ def preflight_tasks(root: Path, tasks: list[BatchTask], configured: Settings) ->
 
 def _actor_problem(settings: Settings, root: Path) -> RalphError | None:
     """What stops the loop's actor (or its reflector) from being built or run unattended."""
-    from ralph.actors.registry import make_actor
-    from ralph.loop.assembly import make_reflector
 
     try:
         actor = make_actor(
@@ -71,6 +71,5 @@ def _actor_problem(settings: Settings, root: Path) -> RalphError | None:
 
 
 def _checks_ready(settings: Settings) -> None:
-    from ralph.loop.assembly import make_evaluator
 
     make_evaluator(settings).preflight()

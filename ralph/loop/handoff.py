@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ralph.errors import PreflightError, StoreError
+from ralph.files import atomic_write_json
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
+from ralph.loop.apply_message import apply_message
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
+from ralph.records import utc_now
 from ralph.rendering import Wrapped, lines, whole
 from ralph.workspace.base import GitState, name_some
 from ralph.workspace.branches import Branches
@@ -131,8 +134,6 @@ def apply_loop(
         )
     applied = branches.squash(commit, loop_branch=branch)
     if applied.files or applied.conflicts:
-        from ralph.loop.apply_message import apply_message
-
         _note_applied(store, state.loop_id, chosen, commit)
 
         records = store.valid_records(state.loop_id)
@@ -150,8 +151,6 @@ def apply_loop(
 def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:
     """`loops/<id>/applied.json`: this loop's work was taken, whatever its feedback says (a
     failed loop's apply is no verdict), so `prune` does not count it as not taken."""
-    from ralph.files import atomic_write_json
-    from ralph.records import utc_now
 
     data = {"iteration": iteration, "commit": commit, "timestamp": utc_now()}
     atomic_write_json(store.loop_dir(loop_id) / APPLIED_FILE, data)

@@ -18,11 +18,17 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 
 from ralph.config import CheckSpec, Settings
 from ralph.errors import PreflightError
+from ralph.evaluators.command import insert_after
+from ralph.evaluators.pytest import PYTEST, parse_text
+from ralph.ids import new_loop_id
 from ralph.process import ProcessResult, run
 from ralph.records import Diagnostic
+from ralph.workspace.parity import copy_included, ignored_entries, included_files, missing_ignored
+from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
 COLLECT = "--collect-only"
 NO_CACHE = "-p no:cacheprovider"  # collecting in the checkout must not write .pytest_cache
@@ -39,17 +45,12 @@ class ImportFailure:
 
 def collect_command(spec: CheckSpec) -> str | None:
     """The check's pytest command collecting only; None when pytest is behind a wrapper."""
-    from ralph.evaluators.command import insert_after
-    from ralph.evaluators.pytest import PYTEST
-
     flags = COLLECT if "no:cacheprovider" in spec.command else f"{COLLECT} {NO_CACHE}"
     return insert_after(spec.command, PYTEST, flags)
 
 
 def import_failures(result: ProcessResult, cwd: Path) -> list[Diagnostic]:
     """The collection errors of a `--collect-only` run that are import failures."""
-    from ralph.evaluators.pytest import parse_text
-
     if result.exit_code in (0, 5) or result.timed_out:
         return []
     return [d for d in parse_text(result, cwd).collection if d.is_import_failure()]
@@ -103,8 +104,6 @@ def parity_error(failure: ImportFailure, missing: Sequence[str]) -> PreflightErr
 
 def copy_command(path: str) -> str:
     """A `worktree_setup` that copies one file from the user's checkout (`$RALPH_CHECKOUT`)."""
-    from shlex import quote
-
     return f'cp "$RALPH_CHECKOUT"/{quote(path)} {quote(path)}'
 
 
@@ -116,8 +115,6 @@ def check_parity(settings: Settings, top: Path, workdir: Path, environ: Mapping[
 def batch_needs_probe(top: Path, settings: Sequence[Settings]) -> bool:
     """Some task has pytest checks, none has a `worktree_setup`, and a worktree would lack an
     ignored file of the checkout that `.worktreeinclude` does not bring."""
-    from ralph.workspace.parity import ignored_entries, included_files
-
     if not any(pytest_checks(one) for one in settings):
         return False
     if any(one.worktree_setup for one in settings):
@@ -129,10 +126,6 @@ def probe_batch(top: Path, settings: Sequence[Settings]) -> None:
     """`ralph batch`: the parity preflight once for every task, in a throwaway worktree with the
     included files, before any loop starts. Skipped with `worktree_setup` (a setup such as
     `pip install -e .` must not run for a worktree that goes away): each loop checks then."""
-    from ralph.ids import new_loop_id
-    from ralph.workspace.parity import copy_included
-    from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
-
     if not batch_needs_probe(top, settings):
         return
     specs = [spec for one in settings for spec in pytest_checks(one)]
@@ -156,8 +149,6 @@ def check_parity_of(
 ) -> None:
     """The preflight itself. Free when the worktree lacks no ignored file of the checkout (one
     `git ls-files`): then its tests import what the checkout's do, and nothing is collected."""
-    from ralph.workspace.parity import missing_ignored
-
     missing = missing_ignored(top, workdir, limit=MISSING_SHOWN + 20)
     if not missing:
         return

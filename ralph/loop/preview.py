@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ralph.actors.registry import describe_actor, prompt_as_sent
 from ralph.evaluators.base import BaselineRules, EvaluationRequest
 from ralph.ids import new_loop_id
-from ralph.loop import steps
+from ralph.loop import prompts, steps
 from ralph.loop.announce import green_message
 from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
 from ralph.rendering import Wrapped, whole
+from ralph.sandbox import state_line
 from ralph.templates import render
 
 if TYPE_CHECKING:
@@ -111,9 +113,6 @@ def preview_run(
     on_done: Callable[[CheckOutcome], None] | None = None,
 ) -> Preview:
     """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
-    from ralph.actors.registry import describe_actor, prompt_as_sent
-    from ralph.loop import prompts
-    from ralph.sandbox import state_line
 
     task, root, home, settings = intake(task, flags, cwd)
     parts = build_parts(settings, root, task=task)  # a judge's model, as the loop's

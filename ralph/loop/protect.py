@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ralph.files import write_atomically
+from ralph.workspace.base import shown
 
 if TYPE_CHECKING:
     from ralph.evaluators.judging import Baseline
@@ -149,8 +150,6 @@ def put_back(edits: Iterable[FileChange], prefix: str, workspace: Workspace) -> 
     """Undo `edits` (from `ProtectedTests.edits`): a file protected by section gets the
     original's pytest sections back and keeps the agent's other edits; any other file is put
     back whole. Returns the diff of what was undone, for `test-edits.diff`."""
-    from ralph.workspace.base import shown
-
     whole, diffs = [], []
     for change in edits:
         name = change.path[len(prefix) :]

@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ralph.errors import EXIT_ABORTED, RalphError
+from ralph.glyphs import changed_text, sparkline
+from ralph.ids import validate_loop_id
+from ralph.memory.store import MemoryStore
 from ralph.rendering import Wrapped, to_data
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.memory.state import LoopState
-    from ralph.memory.store import MemoryStore
     from ralph.workspace.branches import ChangedFile
 
 EXIT_CODES = {
@@ -201,8 +203,6 @@ class LoopStatus:
     updated_at: str
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from ralph.glyphs import changed_text, sparkline
-
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
         shown = [
             f"{self.loop_id}  {self.status}",
@@ -241,9 +241,6 @@ class LoopStatus:
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
     """What `ralph status` shows of a loop (the latest by default), from its state alone: no
     loop machinery is loaded, so the command answers at once."""
-    from ralph.ids import validate_loop_id
-    from ralph.memory.store import MemoryStore
-
     store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())

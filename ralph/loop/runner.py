@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.errors import BudgetExceeded, PreflightError, RalphError
 from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
+from ralph.evaluators.describe import harm_text
 from ralph.glyphs import plural
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
@@ -41,7 +42,16 @@ from ralph.loop.lifecycle import (
     StateWriter,
     emit,
 )
-from ralph.loop.policy import Attempt, Decision, Spend, StopPolicy, attempts, baseline_attempt
+from ralph.loop.policy import (
+    Attempt,
+    Decision,
+    Spend,
+    StopPolicy,
+    attempts,
+    baseline_attempt,
+    refine_applies,
+)
+from ralph.loop.prompts import reverted_view
 from ralph.loop.result import (
     ABORTED_MESSAGE,
     EXIT_CODES,
@@ -51,6 +61,7 @@ from ralph.loop.result import (
 )
 from ralph.loop.rollback import rollback_after
 from ralph.loop.steps import Parts, Reporter
+from ralph.loop.window import window_policy
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 from ralph.records import IterationRecord
@@ -98,8 +109,6 @@ class LoopRunner:
         return self.parts.workspace.root
 
     def policy(self) -> StopPolicy:
-        from ralph.loop.policy import refine_applies
-
         s = self.settings
         judges = {c.name for c in s.all_checks() if c.parser == "judge"}
         refine = refine_applies(self.baseline.named("target") if self.baseline else [], judges)
@@ -307,8 +316,6 @@ class LoopRunner:
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:
         """Commit the attempt, then write its record, then the state that counts it."""
-        from ralph.evaluators.describe import harm_text
-        from ralph.loop.window import window_policy
         from ralph.workspace.commits import iteration_message
 
         for note in it.notes():
@@ -400,8 +407,6 @@ class LoopRunner:
         rollback = rollback_after(self.records[-1], state, self.records)
         if rollback is None:
             return
-        from ralph.loop.prompts import reverted_view
-
         self.parts.workspace.restore(rollback.commit)
         self.reporter.note(rollback.note)
         self._reverted = reverted_view(

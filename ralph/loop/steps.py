@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ralph.config import lessons_cutoff
 from ralph.errors import RalphError
+from ralph.evaluators.base import EvaluationRequest
 from ralph.files import atomic_write_text
 from ralph.loop import prompts
 from ralph.loop import window as memory
 from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
+from ralph.loop.protect import ProtectedTests, note, put_back
 from ralph.templates import render
+from ralph.workspace.base import shown
 
 if TYPE_CHECKING:
     from ralph.actors.base import Actor
@@ -103,7 +107,6 @@ def lessons(
         return []  # no other loop to learn from: skip opening the index
     import sqlite3
 
-    from ralph.config import lessons_cutoff
     from ralph.memory.retrieval import retrieve_lessons
 
     try:
@@ -195,9 +198,6 @@ def protect(
     (loop/protect.py; of a tox.ini, setup.cfg or pyproject.toml only the pytest section), the
     diff of what was undone kept as `NNN/test-edits.diff`; `acted` then reads the tree that is
     judged, and committed, without those edits."""
-    from ralph.loop.protect import ProtectedTests, note, put_back
-    from ralph.workspace.base import shown
-
     rule = ProtectedTests.of(baseline)
     if not rule or not acted.changes.files:
         return acted
@@ -218,8 +218,6 @@ def evaluate(
     parts: Parts, reporter: Reporter, prompt: Prompt, baseline: Baseline | None
 ) -> Evaluated:
     """The checks on the attempt's tree, judged against `baseline`; a log per check kept."""
-    from ralph.evaluators.base import EvaluationRequest
-
     reporter.phase(prompt.iteration, "evaluate")
     clock = time.monotonic()
     request = EvaluationRequest(parts.workspace.root, baseline, on_output=reporter.output)

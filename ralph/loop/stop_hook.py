@@ -23,13 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ralph import config
 from ralph.errors import ConfigError
+from ralph.escapes import strip_escapes
+from ralph.evaluators.base import EvaluationRequest
+from ralph.evaluators.describe import check_summary, located_first
+from ralph.evaluators.verdicts import Baseline
+from ralph.files import atomic_write_json, private_tmp, write_atomically
 from ralph.glyphs import plural
+from ralph.loop.assembly import make_evaluator, project_root
+from ralph.memory.store import MemoryStore
+from ralph.redact import redact
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation
-    from ralph.evaluators.verdicts import Baseline
-    from ralph.memory.store import MemoryStore
 
 MAX_BLOCKS = 5
 MAX_INPUT_BYTES = 1 << 20
@@ -77,10 +84,6 @@ def parse_input(text: str) -> HookInput:
 
 def decide(hook: HookInput, *, max_blocks: int = MAX_BLOCKS) -> dict[str, Any] | None:
     """The hook's answer: None (let it stop), or the JSON object to print."""
-    from ralph import config
-    from ralph.loop.assembly import make_evaluator, project_root
-    from ralph.memory.store import MemoryStore
-
     root = project_root(hook.cwd)
     store = MemoryStore.discover(root)
     blocks = _read_count(store, hook) if hook.stop_hook_active else 0
@@ -94,8 +97,6 @@ def decide(hook: HookInput, *, max_blocks: int = MAX_BLOCKS) -> dict[str, Any] |
     suite = make_evaluator(settings)
     suite.preflight()
     baseline = tree_baseline(store, root)
-    from ralph.evaluators.base import EvaluationRequest
-
     evaluation = suite.handle(EvaluationRequest(root, baseline))
     if evaluation.passed:
         _write_count(store, hook, 0)
@@ -106,10 +107,6 @@ def decide(hook: HookInput, *, max_blocks: int = MAX_BLOCKS) -> dict[str, Any] |
 
 def block_reason(evaluation: Evaluation, block: int, max_blocks: int) -> str:
     """What Claude reads: which checks fail, then their diagnostics, file:line first."""
-    from ralph.escapes import strip_escapes
-    from ralph.evaluators.describe import check_summary, located_first
-    from ralph.redact import redact
-
     failing = evaluation.failing()
     names = ", ".join(f"{o.spec.name} ({check_summary(o)})" for o in failing)
     lines = [f"ralph: the project's checks fail: {names}. Fix them before you stop."]
@@ -129,8 +126,6 @@ def block_reason(evaluation: Evaluation, block: int, max_blocks: int) -> str:
 
 def tree_baseline(store: MemoryStore, root: Path) -> Baseline | None:
     """The baseline of the newest loop that worked in `root` and kept one; None: none did."""
-    from ralph.evaluators.verdicts import Baseline
-
     for listing in reversed(store.list_loops()):
         state = listing.state
         if state is None:
@@ -147,8 +142,6 @@ def tree_baseline(store: MemoryStore, root: Path) -> Baseline | None:
 
 # --- the count of consecutive blocks ------------------------------------------------------------
 def _counter(store: MemoryStore) -> Path:
-    from ralph.files import private_tmp
-
     return private_tmp(store.root) / COUNTER_FILE
 
 
@@ -164,8 +157,6 @@ def _read_count(store: MemoryStore, hook: HookInput) -> int:
 
 
 def _write_count(store: MemoryStore, hook: HookInput, blocks: int) -> None:
-    from ralph.files import atomic_write_json
-
     atomic_write_json(_counter(store), {"session_id": hook.session_id, "blocks": blocks})
 
 
@@ -173,8 +164,6 @@ def _write_count(store: MemoryStore, hook: HookInput, blocks: int) -> None:
 def install_claude(project: Path, command: str = HOOK_COMMAND) -> tuple[Path, bool]:
     """Add the Stop hook to `<project>/.claude/settings.json`, merged with what is there;
     returns the file and whether it changed (installed twice: no change)."""
-    from ralph.files import write_atomically
-
     path = project / ".claude" / "settings.json"
     data: Any = {}
     if path.exists():

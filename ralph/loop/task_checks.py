@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ralph import config
+from ralph.glyphs import plural
 from ralph.loop.tasks_file import CHECK_KEYS
 
 if TYPE_CHECKING:
@@ -75,7 +77,6 @@ def loop_env(task: BatchTask, configured: Settings) -> dict[str, str]:
 
 def task_settings(root: Path, task: BatchTask, configured: Settings) -> Settings:
     """The settings the task's `ralph run` will load: its flags over its environment."""
-    from ralph import config
 
     flags = {
         "actor": task.actor,
@@ -90,7 +91,6 @@ def held_back(record: IterationRecord, task: BatchTask) -> str | None:
     """Why a failed loop's best attempt was no success, in the task's terms: its own checks pass
     but it broke what worked, or another target fails; for a task that names no check, how many
     of the failures it had to fix are left (other tasks' bugs may be among them)."""
-    from ralph.glyphs import plural
 
     ext = record.ralph
     if ext is None or ext.check_roles is None:

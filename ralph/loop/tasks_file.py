@@ -14,11 +14,13 @@ holds both to `TASK_KEYS` and reads the help's example with `load_tasks`.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ralph.config import _validate, load_yaml, parse_check
 from ralph.errors import ConfigError
 from ralph.redact import redact
 
@@ -50,7 +52,6 @@ class BatchTask:
 
     def own_checks(self) -> list[str]:
         """The names of the checks this task named as its targets (`test` is `tests`)."""
-        from ralph.config import parse_check
 
         named = [] if self.test is None else ["tests"]
         for item in self.checks:
@@ -62,8 +63,6 @@ class BatchTask:
 def load_tasks(path: Path) -> list[BatchTask]:
     """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
     import yaml
-
-    from ralph.config import load_yaml
 
     try:
         data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
@@ -124,8 +123,6 @@ def _fields(path: Path, label: str, entry: Any, allowed: tuple[str, ...]) -> dic
     for raw_key, value in entry.items():
         key = str(raw_key).replace("-", "_")
         if key not in allowed:
-            import difflib
-
             close = difflib.get_close_matches(key, allowed, n=1)
             raise TasksFileError(
                 f"{path}: {label}: unknown key {raw_key!r}",
@@ -174,15 +171,12 @@ def _a_check(item: Any) -> bool:
 
 def _check_mappings(where: str, mappings: list[dict[str, Any]]) -> None:
     """Check mappings through config's one validation (the schema: keys, types, `role`)."""
-    from ralph.config import _validate
 
     for mapping in mappings:
         if not isinstance(mapping.get("name"), str):
             raise TasksFileError(f"{where}: a check mapping needs a `name`", hint=CHECK_HINT)
         for key in mapping:
             if key not in CHECK_KEYS:
-                import difflib
-
                 close = difflib.get_close_matches(str(key), CHECK_KEYS, n=1)
                 raise TasksFileError(
                     f"{where}: check {mapping['name']!r}: unknown key {key!r}",

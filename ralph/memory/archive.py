@@ -14,6 +14,8 @@ import json
 import os
 import re
 import stat
+import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -24,6 +26,7 @@ from ralph.files import AIWG_DIR
 from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.store import MAX_RECORD_BYTES, RECORD_NAME, record_problems
 from ralph.reading import MB, Unreadable, parse_json, read_bounded
+from ralph.records import IterationRecord
 
 MAX_IMPORT_RECORDS = 100_000  # record files in one import
 MAX_IMPORT_BYTES = 256 * MB  # their total size, inflated: the import holds them until it writes
@@ -98,8 +101,6 @@ def _read_source(path: Path, budget: _Budget) -> Iterator[Incoming]:
         return
     if not path.is_file():  # a FIFO or a device: even a look at its first bytes would wait
         raise StoreError(f"{path}: not a regular file, a folder or a .zip archive")
-    import zipfile
-
     if zipfile.is_zipfile(path):
         yield from _read_zip(path, budget)
     elif RECORD_NAME.match(path.name):
@@ -145,9 +146,6 @@ def _read_file(path: Path, budget: _Budget) -> bytes | str:
 
 
 def _read_zip(path: Path, budget: _Budget) -> Iterator[Incoming]:
-    import zipfile
-    import zlib
-
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
@@ -209,8 +207,6 @@ def _parse(origin: str, content: bytes | str, name: str, folder: str) -> Incomin
         return Incoming(origin, problem=problems[0])
     loop_id, iteration = data["loop_id"], data["iteration"]
     try:
-        from ralph.records import IterationRecord
-
         IterationRecord.from_json(data)
     except (TypeError, ValueError, KeyError) as exc:
         return Incoming(origin, problem=str(exc))

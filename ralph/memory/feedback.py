@@ -19,10 +19,16 @@ an `apply` is not written, and one written by an earlier version confirms nothin
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ralph.errors import StoreError
+from ralph import schemas
+from ralph.errors import ConfigError, StoreError
+from ralph.files import atomic_write_json, read_json
+from ralph.ids import validate_loop_id
+from ralph.records import utc_now
+from ralph.redact import redact
 
 if TYPE_CHECKING:
     from ralph.memory.lessons import Failure, Lesson
@@ -52,11 +58,6 @@ def record_feedback(
 ) -> dict[str, Any] | None:
     """Write the verdict (validated, atomically); None when an implicit signal is ignored
     because a person already gave their verdict."""
-    from ralph import schemas
-    from ralph.files import atomic_write_json
-    from ralph.records import utc_now
-    from ralph.redact import redact
-
     state = store.read_state(loop_id)  # names an unknown loop
     status = store.effective_status(state)
     if status in ("running", "paused", "crashed"):
@@ -92,9 +93,6 @@ def give_feedback(
     store: MemoryStore, loop_id: str, *, accept: bool, reject: bool, note: str | None
 ) -> dict[str, Any]:
     """`ralph feedback`: exactly one of --accept and --reject."""
-    from ralph.errors import ConfigError
-    from ralph.ids import validate_loop_id
-
     if accept == reject:
         raise ConfigError(
             "give exactly one verdict", hint="ralph feedback LOOP --accept|--reject [--note TEXT]"
@@ -115,9 +113,6 @@ def describe(fb: dict[str, Any]) -> str:
 
 def read_feedback(store: MemoryStore, loop_id: str) -> dict[str, Any] | None:
     """The loop's verdict, or None (no file, or a file that is not valid feedback)."""
-    from ralph import schemas
-    from ralph.files import read_json
-
     path = feedback_path(store, loop_id)
     if not path.is_file():
         return None
@@ -139,8 +134,6 @@ def all_feedback(store: MemoryStore) -> list[dict[str, Any]]:
 def failure_rows(store: MemoryStore, loop_id: str) -> list[list[str | None]]:
     """What the loop set out to fix, as (type, file, rule, message): its records' failures and
     its baseline's failure keys (a loop green at once has no failing record)."""
-    from ralph.files import read_json
-
     rows: list[list[str | None]] = []
     for record in store.valid_records(loop_id):
         for e in record.evaluator_output.errors or []:
@@ -210,8 +203,6 @@ def lesson_text(fb: dict[str, Any]) -> str:
 
 def boost_confirmed(store: MemoryStore, lessons: Iterable[Lesson]) -> list[Lesson]:
     """Lessons from loops a person accepted rank higher (their reflections are confirmed)."""
-    from dataclasses import replace
-
     confirmed = {f["loop_id"] for f in all_feedback(store) if confirms(f)}
     return [
         replace(lesson, score=round(lesson.score + CONFIRMED_BOOST, 4))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph import __version__
+from ralph.config import model_args
 from ralph.errors import ConfigError, StoreError
 from ralph.files import atomic_write_json
 from ralph.ids import validate_loop_id
@@ -104,8 +105,6 @@ def _lesson_id(lesson: str) -> str | None:
 
 
 def _model(args: Sequence[Any]) -> str | None:
-    from ralph.config import model_args
-
     found = model_args([str(a) for a in args])
     return found[-1] if found else None
 

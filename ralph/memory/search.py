@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ralph.errors import StoreError
-from ralph.files import RACY_NS
+from ralph.files import RACY_NS, atomic_write_text
 from ralph.ids import LOOP_ID_PATTERN
 from ralph.memory.indexed import INDEX_VERSION, SCHEMA, record_document
 from ralph.memory.lessons import (
@@ -413,8 +413,6 @@ class SearchIndex:
 
 def _ignore_in_git(store: MemoryStore) -> None:
     """Memory written before the search index existed has a .gitignore that does not name it."""
-    from ralph.files import atomic_write_text
-
     path = store.base / ".gitignore"
     with contextlib.suppress(OSError, StoreError):
         text = path.read_text("utf-8")

@@ -9,6 +9,7 @@ server. The SDK is imported only here, when the server starts.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,8 +37,6 @@ def server_command(root: Path) -> list[str]:
 
 def sdk_available() -> bool:
     """Whether the MCP SDK is installed (the loop offers the tools only then)."""
-    import importlib.util
-
     return importlib.util.find_spec("mcp") is not None
 
 

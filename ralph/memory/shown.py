@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any
 from ralph.errors import StoreError
 from ralph.glyphs import first_line, plural, spans
 from ralph.ids import validate_loop_id
+from ralph.memory.feedback import describe, read_feedback
+from ralph.memory.search import SearchIndex
+from ralph.memory.store import MAX_RECORD_BYTES
+from ralph.reading import Unreadable, read_json_bounded
 from ralph.rendering import Wrapped, reward_text, whole
 
 if TYPE_CHECKING:
@@ -145,9 +149,6 @@ def last_iteration(store: MemoryStore, loop_id: str, iteration: int | None) -> i
 
 def record_data(store: MemoryStore, loop_id: str, iteration: int | None) -> Any:
     """`show --json`: the record file as stored (read within its size limit)."""
-    from ralph.memory.store import MAX_RECORD_BYTES
-    from ralph.reading import Unreadable, read_json_bounded
-
     iteration = last_iteration(store, loop_id, iteration)
     path = store.record_path(loop_id, iteration)
     if not path.exists():
@@ -160,8 +161,6 @@ def record_data(store: MemoryStore, loop_id: str, iteration: int | None) -> Any:
 
 def show_record(store: MemoryStore, loop_id: str, iteration: int | None) -> ShownRecord:
     """An iteration (the last by default) with what the memory knows about it."""
-    from ralph.memory.feedback import describe, read_feedback
-
     iteration = last_iteration(store, loop_id, iteration)
     record = store.read_record(loop_id, iteration)
     trace = None
@@ -175,8 +174,6 @@ def show_record(store: MemoryStore, loop_id: str, iteration: int | None) -> Show
 
 
 def _usage(store: MemoryStore, loop_id: str, iteration: int) -> LessonUsage | None:
-    from ralph.memory.search import SearchIndex
-
     try:
         with SearchIndex(store) as index:
             return index.usage(loop_id, iteration)

@@ -30,7 +30,7 @@ from ralph.ids import LOOP_ID_PATTERN, short_id, validate_loop_id
 from ralph.memory.locks import acquire, lock_path, process_identity, read_holder
 from ralph.memory.state import LoopState as LoopState  # the state file's model, used from here
 from ralph.reading import MB, Unreadable, read_json_bounded
-from ralph.records import IterationRecord, utc_now
+from ralph.records import SCHEMA_VERSION, IterationRecord, utc_now
 from ralph.redact import redact_data
 
 __all__ = [
@@ -184,8 +184,6 @@ class MemoryStore:
         The file is edited as JSON, not re-serialised from dataclasses, so every other byte of
         meaning stays; it is validated before the atomic write like any record.
         """
-        from ralph.records import SCHEMA_VERSION
-
         path = self.record_path(validate_loop_id(loop_id), iteration)
         if not path.exists():
             if not self.reflections_dir(loop_id).is_dir() and not self.state_path(loop_id).exists():

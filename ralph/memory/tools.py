@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.errors import ConfigError
 from ralph.escapes import strip_escapes
+from ralph.memory.lessons import lesson_texts
 from ralph.records import FAILURE_CATEGORIES, Diagnostic, ErrorType
 from ralph.redact import redact_data
+from ralph.rendering import to_data
 
 if TYPE_CHECKING:
     from ralph.memory.store import MemoryStore
@@ -57,7 +59,6 @@ def search_reflections(
 ) -> dict[str, Any]:
     """Reflections of every loop ranked as `ralph reflections search` ranks them (BM25), each
     with its task, root cause, category, lessons and reward."""
-    from ralph.memory.lessons import lesson_texts
     from ralph.memory.search import SearchIndex
 
     limit = _limit(limit)
@@ -127,7 +128,6 @@ def get_reflection(store: MemoryStore, loop_id: str, iteration: int) -> dict[str
 def list_loops(store: MemoryStore, limit: int = 20) -> dict[str, Any]:
     """The most recent loops, newest first, with status, iterations and best reward."""
     from ralph.memory.listing import list_loops as listing
-    from ralph.rendering import to_data
 
     limit = _limit(limit)
     store.require()

@@ -27,6 +27,8 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,7 @@ from ralph.files import atomic_write_json, write_atomically
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.memory.archive import Incoming, read_sources
-from ralph.memory.store import MAX_RECORD_BYTES, MemoryStore
+from ralph.memory.store import MAX_RECORD_BYTES, MemoryStore, parse_state
 from ralph.reading import Unreadable, read_bounded, read_json_bounded
 from ralph.redact import redact, redact_data
 from ralph.rendering import whole
@@ -220,8 +222,6 @@ def _comparable_file(path: Path) -> str:
 
 
 def _running_here(store: MemoryStore, loop_id: str) -> bool:
-    from ralph.memory.store import parse_state
-
     path = store.state_path(loop_id)
     if not path.exists():
         return False
@@ -306,9 +306,6 @@ def exported(raw: bytes) -> bytes:
 
 def _write_zip(target: Path, files: list[tuple[str, Path]]) -> None:
     """Written beside the target and renamed: a reader never sees half an archive."""
-    import tempfile
-    import zipfile
-
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

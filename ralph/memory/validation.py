@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from ralph import schemas
 from ralph.errors import StoreError
 from ralph.glyphs import plural
-from ralph.memory.store import RECORD_NAME, record_problems
+from ralph.memory.store import MAX_RECORD_BYTES, MAX_STATE_BYTES, RECORD_NAME, record_problems
+from ralph.reading import Unreadable, read_json_bounded
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -80,9 +81,6 @@ def memory_paths(store: MemoryStore) -> list[Path]:
 
 def validate_file(path: Path) -> list[str]:
     """Problems of one file: a record (`NNN.json`) or a loop state (`state.json`)."""
-    from ralph.memory.store import MAX_RECORD_BYTES, MAX_STATE_BYTES
-    from ralph.reading import Unreadable, read_json_bounded
-
     state = path.name == "state.json"
     try:  # a record as the import takes it: strict JSON that can be written back as UTF-8
         data = read_json_bounded(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ralph import __version__
 from ralph.errors import ProviderError
@@ -317,8 +318,6 @@ def probe(
 
     Loopback-safe: a proxy from the environment is not used for localhost (a proxy cannot reach
     the user's own machine), and redirects are not followed (a key never goes elsewhere)."""
-    from urllib.parse import urlsplit
-
     import httpx
 
     host = (urlsplit(url).hostname or "").lower()

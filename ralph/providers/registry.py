@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ralph.errors import ConfigError, PreflightError
+from ralph.providers.anthropic import API_VERSION, AnthropicClient
+from ralph.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
 from ralph.providers.base import ChatClient
-from ralph.providers.http import DEFAULT_DEADLINE
+from ralph.providers.http import DEFAULT_DEADLINE, probe
+from ralph.providers.ollama import OllamaClient, normalize_host
+from ralph.providers.openai import DEFAULT_BASE_URL as OPENAI_URL
+from ralph.providers.openai import OpenAIClient
 
 PROVIDERS = ("openai", "anthropic", "ollama")
 PROBE_TIMEOUT = 3.0  # seconds `ralph doctor` waits for a provider's endpoint
@@ -41,8 +47,6 @@ def make_client(
     env = os.environ if environ is None else environ
     name, model = parse_spec(spec)
     if name == "openai":
-        from ralph.providers.openai import OpenAIClient
-
         key = _get(env, "OPENAI_API_KEY")
         base_url = _get(env, "OPENAI_BASE_URL")
         if key is None and base_url is None:
@@ -52,8 +56,6 @@ def make_client(
             )
         return OpenAIClient(model, api_key=key, base_url=base_url, deadline=deadline)
     if name == "anthropic":
-        from ralph.providers.anthropic import AnthropicClient
-
         key = _get(env, "ANTHROPIC_API_KEY")
         if key is None:
             raise PreflightError(
@@ -62,8 +64,6 @@ def make_client(
             )
         base_url = _get(env, "ANTHROPIC_BASE_URL")
         return AnthropicClient(model, api_key=key, base_url=base_url, deadline=deadline)
-    from ralph.providers.ollama import OllamaClient
-
     return OllamaClient(model, host=_get(env, "OLLAMA_HOST"), deadline=deadline)
 
 
@@ -106,19 +106,13 @@ def probe_providers(
 ) -> list[ProviderProbe]:
     """Each provider's key and whether its endpoint answers a `GET .../models` (no tokens
     spent), in parallel. A provider without a key is not asked; Ollama's loopback default is."""
-    from concurrent.futures import ThreadPoolExecutor
-
     env = os.environ if environ is None else environ
     with ThreadPoolExecutor(len(PROVIDERS), thread_name_prefix="ralph-probe") as pool:
         return list(pool.map(lambda name: _probe(name, env, timeout), PROVIDERS))
 
 
 def _probe(name: str, env: Mapping[str, str], timeout: float) -> ProviderProbe:
-    from ralph.providers.http import probe
-
     if name == "openai":
-        from ralph.providers.openai import DEFAULT_BASE_URL as OPENAI_URL
-
         key, base = _get(env, "OPENAI_API_KEY"), _get(env, "OPENAI_BASE_URL")
         if key is None and base is None:
             return ProviderProbe(name, False, None, None, None, "OPENAI_API_KEY is not set")
@@ -126,9 +120,6 @@ def _probe(name: str, env: Mapping[str, str], timeout: float) -> ProviderProbe:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         variable = "OPENAI_API_KEY" if key else None
     elif name == "anthropic":
-        from ralph.providers.anthropic import API_VERSION
-        from ralph.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
-
         key = _get(env, "ANTHROPIC_API_KEY")
         if key is None:
             return ProviderProbe(name, False, None, None, None, "ANTHROPIC_API_KEY is not set")
@@ -137,8 +128,6 @@ def _probe(name: str, env: Mapping[str, str], timeout: float) -> ProviderProbe:
         headers = {"x-api-key": key, "anthropic-version": API_VERSION}
         variable = "ANTHROPIC_API_KEY"
     else:
-        from ralph.providers.ollama import normalize_host
-
         key, variable, headers = None, None, {}
         url = f"{normalize_host(_get(env, 'OLLAMA_HOST'))}/api/tags"
     status, detail = probe(url, headers=headers, timeout=timeout, secrets=[key])

@@ -9,7 +9,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ralph.actors.trace import check_note
 from ralph.evaluators.describe import located_first
+from ralph.evaluators.judging import failure_key
 from ralph.glyphs import first_line, plural
 from ralph.memory.lessons import ENVIRONMENT_CATEGORY
 from ralph.records import (
@@ -81,8 +83,6 @@ ENVIRONMENT_INSIGHT = (
 def environment_failure(evaluation: Evaluation) -> bool:
     """The attempt failed only on tests that could not be imported, each one as at the baseline:
     the environment's failure, not the agent's (a category of its own, never a lesson)."""
-    from ralph.evaluators.judging import failure_key
-
     baseline = evaluation.baseline
     failing = evaluation.failing()
     if baseline is None or not failing:
@@ -142,8 +142,6 @@ def heuristic_reflection(
 ) -> SelfReflection:
     """A first-person reflection built only from the diagnostics and the agent's own trace
     (the compact line of ralph.trace): concrete, never invented."""
-    from ralph.actors.trace import check_note
-
     failing = evaluation.failing()
     errors = located_first(evaluation.relevant_errors())
     files = _changed_files(actor_output)

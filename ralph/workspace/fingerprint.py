@@ -42,13 +42,15 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ralph import process
-from ralph.files import AIWG_DIR
+from ralph.files import AIWG_DIR, private_tmp
+from ralph.workspace.locate import main_of
 from ralph.workspace.tree_walk import (
     SKIP_NAMES,
     TOOL_FILES,
@@ -114,8 +116,6 @@ class _Repo:
 
     @classmethod
     def find(cls, cwd: Path) -> _Repo | None:
-        from ralph.workspace.locate import main_of
-
         if "GIT_DIR" not in os.environ and not any(
             (folder / ".git").exists() for folder in (cwd, *cwd.parents)
         ):
@@ -140,8 +140,6 @@ class _Repo:
         import binascii  # not hashlib: its import is on `ralph check`'s way to its checks
 
         name = f"{self.top.name}-{binascii.crc32(os.fsencode(self.top)):08x}"
-        from ralph.files import private_tmp
-
         folder = private_tmp(self.memory) / "tree-guard" / name
         with contextlib.suppress(OSError):
             if time.time() - (folder / "index").stat().st_mtime > STORE_MAX_AGE:
@@ -273,8 +271,6 @@ def _copy_with_mtime(source: Path, target: Path) -> None:
 
 
 def _remove(folder: Path) -> None:
-    import shutil
-
     shutil.rmtree(folder, ignore_errors=True)
 
 

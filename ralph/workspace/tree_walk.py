@@ -11,13 +11,16 @@ import contextlib
 import fnmatch
 import itertools
 import os
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ralph.files import AIWG_DIR
+from ralph.files import AIWG_DIR, private_tmp
+from ralph.workspace.locate import memory_root
 
 MAX_WALKED_FILES = 50_000  # without git, a larger tree (a home folder) is not guarded
 KEPT_FILE_BYTES = 1 << 20
@@ -59,8 +62,6 @@ class GuardError(Exception):
 def keep_displaced(root: Path, change: TreeChange, folder: Path) -> None:
     """Copies of what was found written, before it is put back, in `folder/<time>/`: the
     writer may have been a person editing while the checks ran, whose edit must not be lost."""
-    import shutil
-
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{next(_stamps)}"
     for path in change.created + change.modified:
         source = root / path
@@ -137,9 +138,6 @@ class WalkTaken:
             return False
 
     def _restore(self, change: TreeChange) -> None:
-        from ralph.files import private_tmp
-        from ralph.workspace.locate import memory_root
-
         with contextlib.suppress(OSError):
             folder = private_tmp(memory_root(self.root)) / "tree-guard" / "displaced"
             keep_displaced(self.root, change, folder)
@@ -183,8 +181,6 @@ def _read(path: Path, st: Stat) -> bytes:
 
 def _put_back(path: Path, data: bytes, mode: int) -> None:
     """`data` at `path` with `mode` (a symlink's target when the mode says so), atomically."""
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
