@@ -167,17 +167,35 @@ def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_ac
     assert (feedback["verdict"], feedback["source"]) == ("accepted", "apply")
 
 
-def test_apply_refuses_a_dirty_tree_and_changes_nothing(ralph: RunCli, repo: Path) -> None:
+def test_apply_refuses_staged_changes_and_edits_of_the_loops_files_and_changes_nothing(
+    ralph: RunCli, repo: Path
+) -> None:
+    """apply refused any uncommitted file, so a tree given back by an --allow-dirty loop could
+    not take the loop's work. It refuses what a `git commit` would mix in (staged changes) or
+    what the merge would overwrite (an edit of a file the loop changed), nothing else."""
     loop_id = str(run_loop(ralph, repo)["loop_id"])
     git(repo, "switch", "-q", "main")
     (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
     before = git(repo, "status", "--porcelain")
-    result = ralph("apply", loop_id, cwd=repo)
-    assert result.code == 2
-    assert result.err.startswith("ralph: error: the working tree has uncommitted changes: notes")
-    assert len(result.err.strip().splitlines()) == 2  # one line and a hint
+    staged = ralph("apply", loop_id, cwd=repo)
+    assert staged.code == 2
+    assert staged.err.startswith("ralph: error: the index holds staged changes: notes.txt")
+    assert len(staged.err.strip().splitlines()) == 2  # one line and a hint
+    assert git(repo, "status", "--porcelain") == before
+    git(repo, "restore", "--staged", "notes.txt")
+    (repo / "calc.py").write_text(CALC + "# my own line\n")
+    before = git(repo, "status", "--porcelain")
+    edited = ralph("apply", loop_id, cwd=repo)
+    assert edited.code == 2
+    assert "uncommitted changes to files the loop changed: calc.py" in edited.err
     assert git(repo, "status", "--porcelain") == before
     assert read_feedback(MemoryStore(repo), loop_id) is None
+    git(repo, "checkout", "calc.py")
+    applied = ralph("apply", loop_id, cwd=repo)  # an untracked file of the user's stays
+    assert applied.code == 0, applied.err
+    assert git(repo, "status", "--porcelain", "--", ".", ":!.aiwg") == "M  calc.py\n?? notes.txt"
+    assert (repo / "notes.txt").read_text() == "mine\n"
 
 
 def test_apply_a_chosen_iteration_and_refuse_one_that_is_not_there(

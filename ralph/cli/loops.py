@@ -270,7 +270,11 @@ def run(
     ] = None,
     no_git: Annotated[bool, _flag("--no-git", "No branch, commits or rollback.")] = False,
     allow_dirty: Annotated[
-        bool, _flag("--allow-dirty", "Run on a tree with uncommitted changes.")
+        bool,
+        _flag(
+            "--allow-dirty",
+            "Run on a tree with uncommitted changes; the loop's end gives them back as they were.",
+        ),
     ] = False,
     no_rollback: Annotated[
         bool, _flag("--no-rollback", "Keep a regressed attempt's code.")

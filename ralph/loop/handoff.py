@@ -123,7 +123,7 @@ def apply_loop(
             hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
             f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
-    applied = branches.squash(commit, loop_branch=branch)
+    applied = branches.squash(commit, base=git.base_commit, loop_branch=branch)
     if applied.files or applied.conflicts:
         from ralph.loop.apply_message import apply_message
 

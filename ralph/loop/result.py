@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from ralph.memory.state import LoopState
     from ralph.memory.store import MemoryStore
+    from ralph.workspace.base import GivenBack
     from ralph.workspace.branches import ChangedFile
 
 EXIT_CODES = {
@@ -86,6 +87,8 @@ class LoopResult:
     worktree: str | None = None
     baseline_reward: float | None = None
     changed_files: list[ChangedFile] | None = None  # None: unknown (a commit gone)
+    user_changes: str | None = None  # --allow-dirty: where the user's uncommitted work is
+    restored: bool = False  # the loop gave it back on the branch it started from
 
     @classmethod
     def of(
@@ -97,9 +100,10 @@ class LoopResult:
         reflections_dir: str,
         regressions: int = 0,
         store: MemoryStore | None = None,
+        given_back: GivenBack | None = None,
     ) -> LoopResult:
         """The result of the loop `state` describes, as it was saved; with its `store`, the
-        files it changed."""
+        files it changed; `given_back`: where the user's uncommitted work is (`--allow-dirty`)."""
         baseline = state.baseline
         return cls(
             loop_id=state.loop_id,
@@ -118,6 +122,8 @@ class LoopResult:
             regressions=regressions,
             baseline_reward=baseline.reward if baseline else None,
             changed_files=changed_files(store, state) if store is not None else [],
+            user_changes=given_back.note if given_back else None,
+            restored=bool(given_back and given_back.restored),
             **git_outcome(state),
         )
 

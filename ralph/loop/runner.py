@@ -53,7 +53,7 @@ from ralph.loop.steps import Parts, Reporter
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 from ralph.records import IterationRecord
-from ralph.workspace.base import GitState
+from ralph.workspace.base import GitState, GivenBack
 
 if TYPE_CHECKING:
     from ralph.config import Settings
@@ -421,6 +421,7 @@ class LoopRunner:
 
     def _finish(self, state: LoopState, reason: str, message: str) -> LoopResult:
         last = self._last_evaluation
+        given = self._give_back(state)
         result = LoopResult.of(
             state,
             EXIT_CODES[reason],
@@ -428,6 +429,17 @@ class LoopRunner:
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             regressions=last.counts()["regressions"] if last is not None else 0,
             store=self.store,
+            given_back=given,
         )
         emit(self.hooks, LoopFinished(result))
         return result
+
+    def _give_back(self, state: LoopState) -> GivenBack | None:
+        """An ended loop gives the user's tree back (`--allow-dirty`: their branch and their
+        uncommitted work); a paused one still holds it, and says how to get it back."""
+        if state.git is None:
+            return None
+        if state.status in FINAL_STATUS.values() or state.status == "aborted":
+            return self.parts.workspace.end_loop(state.git)
+        note = state.git.user_changes_note()
+        return GivenBack(note, restored=False) if note else None

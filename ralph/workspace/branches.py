@@ -79,26 +79,44 @@ class Branches:
         return parse_numstat(out.decode("utf-8", "surrogateescape")) if status == 0 else None
 
     # apply ------------------------------------------------------------------------------------
-    def squash(self, commit: str, *, loop_branch: str | None) -> Applied:
-        """`git merge --squash COMMIT` onto the current branch of a clean tree."""
+    def squash(self, commit: str, *, base: str | None, loop_branch: str | None) -> Applied:
+        """The loop's own changes, from `base` (its starting point) to `commit`, merged into
+        the current branch's tree and index, uncommitted, as `git merge --squash` would, but
+        from the loop's start, not from where the branches meet: the starting point of
+        `--allow-dirty` holds the user's uncommitted work, which is theirs, not the loop's.
+
+        Refused while something is staged (a `git commit` would take it as the loop's work) or
+        while a file the loop changed has uncommitted changes; other uncommitted and untracked
+        files stay as they are, unstaged."""
         here = self._git.current_branch()
         if loop_branch and here == loop_branch:
             raise PreflightError(
                 f"{loop_branch} is checked out: apply brings a loop's work onto another branch",
                 hint="switch to the branch the work is for (git switch main), then apply",
             )
-        dirty = GitWorkspace(self.top).dirty_files()
+        staged = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
+        if staged:
+            raise PreflightError(
+                f"the index holds staged changes: {name_some(staged, 10)}",
+                hint="commit or unstage them first (git restore --staged): apply stages the "
+                "loop's work for a commit of its own",
+            )
+        since = base or self._git.text("merge-base", "HEAD", commit)
+        changed = set(self._git.names("diff", "--name-only", "-z", "--no-renames", since, commit))
+        dirty = [name for name in GitWorkspace(self.top).dirty_files() if name in changed]
         if dirty:
             raise PreflightError(
-                f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
+                f"the working tree has uncommitted changes to files the loop changed: "
+                f"{name_some(dirty, 10)}",
                 hint="commit or stash them first: apply leaves its changes uncommitted",
             )
-        # --ff: a `merge.ff = false` setting would make git refuse --squash
-        status, _, err = self._git.run("merge", "--squash", "--ff", commit, check=False)
+        status, _, err = self._git.run("merge-recursive", since, "--", "HEAD", commit, check=False)
         conflicts = self._git.names("diff", "--name-only", "-z", "--diff-filter=U")
         if status != 0 and not conflicts:
             first = (err.strip().splitlines() or ["no output"])[0]
-            raise PreflightError(f"git merge --squash failed: {first}", hint="see `git status`")
+            raise PreflightError(
+                f"git merge of the loop's work failed: {first}", hint="see `git status`"
+            )
         files = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
         return Applied(files, conflicts)
 

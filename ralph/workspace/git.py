@@ -24,7 +24,14 @@ from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
 from ralph.workspace import ignored
-from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, name_some
+from ralph.workspace.base import (
+    ChangeKind,
+    ChangeSet,
+    FileChange,
+    GitState,
+    GivenBack,
+    name_some,
+)
 from ralph.workspace.locate import find_repo_root
 
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
@@ -533,6 +540,67 @@ class GitWorkspace:
         stash = self._commit_tree(work_tree, parents, message)
         self._git.run("stash", "store", "-m", message, stash)
         return stash
+
+    def end_loop(self, git: GitState) -> GivenBack | None:
+        """Back on the branch the loop started from, the uncommitted work `--allow-dirty` saved
+        applied exactly as it was (staged, unstaged, untracked) and its stash entry dropped.
+
+        Left on the loop's branch, the user's files would stay inside its starting-point
+        commit: `git switch` would delete their untracked files and `apply` would count their
+        edits as the loop's work. Only from a clean tree on the loop's branch, to a branch still
+        where it was; otherwise nothing moves and the note says how to get the work back."""
+        saved = git.user_changes
+        if not saved or not git.branch or not git.original_commit:
+            return None
+        kept = GivenBack(git.user_changes_note(held=False) or "", restored=False)
+        where = git.original_branch or git.original_commit[:12]
+        if self._git.current_branch() != git.branch or self.dirty_files():
+            return kept
+        if git.original_branch and (
+            self._git.rev(f"refs/heads/{git.original_branch}") != git.original_commit
+        ):
+            return kept
+        modes = self._modes_of_saved(saved)  # git keeps only 644 and 755: a 600 stays 600
+        target = [git.original_branch] if git.original_branch else ["--detach", git.original_commit]
+        if self._git.run("checkout", "-q", *target, check=False)[0] != 0:
+            return kept
+        status, _, err = self._git.run("stash", "apply", "--index", "-q", saved, check=False)
+        for path, mode in modes.items():
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink() and path.stat().st_mode != mode:
+                    path.chmod(mode & 0o7777)
+        if status != 0:
+            first = (err.strip().splitlines() or ["no output"])[0]
+            return GivenBack(
+                f"back on {where}, but `git stash apply --index {saved[:12]}` failed ({first}): "
+                "your uncommitted changes stay saved in `git stash list`",
+                restored=False,
+            )
+        self._drop_stash(saved)
+        return GivenBack(
+            f"back on {where} with your uncommitted changes as they were (staged, unstaged, "
+            f"untracked); the loop's work is on {git.branch}",
+            restored=True,
+        )
+
+    def _modes_of_saved(self, saved: str) -> dict[Path, int]:
+        """The file modes of what the stash entry `saved` holds, as they are in the tree."""
+        names = self._git.names("diff", "--name-only", "-z", "--no-renames", f"{saved}^1", saved)
+        if self._git.rev(f"{saved}^3") is not None:  # its untracked files
+            names += self._git.names("ls-tree", "-r", "-z", "--name-only", f"{saved}^3")
+        modes: dict[Path, int] = {}
+        for name in names:
+            path = self._git.toplevel / name
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink():
+                    modes[path] = path.stat().st_mode
+        return modes
+
+    def _drop_stash(self, saved: str) -> None:
+        """Drop the stash entry holding `saved`, wherever newer entries have pushed it."""
+        entries = self._git.text("stash", "list", "--format=%H").splitlines()
+        if saved in entries:
+            self._git.run("stash", "drop", "-q", f"stash@{{{entries.index(saved)}}}")
 
     def _checkout_loop_branch(self, branch: str) -> None:
         """Check out the loop branch again; `.aiwg/ralph/` keeps its bytes across the switch."""

@@ -16,6 +16,7 @@ from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (
+    VERSIONS,
     arm,
     assert_invariants,
     finish,
@@ -128,7 +129,9 @@ def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(
     ralph: RunCli, project: Path
 ) -> None:
     """--allow-dirty folded the user's staged, unstaged and untracked files into one commit:
-    the content survived, what was staged and what was untracked did not."""
+    the content survived, what was staged and what was untracked did not. Then the loop left the
+    user on its branch with their files inside its starting point and a stash entry behind.
+    Now the loop's end gives the tree back: their branch, their index, their files, no entry."""
     (project / "staged.txt").write_text("staged v1\n")
     git(project, "add", "staged.txt")
     git(project, "commit", "-qm", "a file to stage changes of")
@@ -144,12 +147,48 @@ def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(
     plan(project, {"default": write("full")})
     result = ralph(*heuristic("--allow-dirty"), cwd=project)
     assert result.code == 0, result.err
-    assert "git stash apply --index" in result.err
-    # back on the user's branch, the saved changes come back exactly as they were
-    git(project, "checkout", "-q", "main")
-    assert git(project, *status) == ""
-    git(project, "stash", "apply", "--index", "-q")
+    assert "git stash apply --index" in result.err  # said at the start, while the loop holds it
+    assert "yours   back on main with your uncommitted changes as they were" in result.err
+    assert git(project, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(project, *status) == before
     assert git(project, "show", ":staged.txt") == "staged v2"
     assert (project / "staged.txt").read_text() == "staged v2 plus an unstaged line\n"
     assert (project / "untracked.txt").read_text() == "new, never added\n"
+    assert git(project, "stash", "list") == ""
+
+
+def test_allow_dirty_then_the_printed_commands_bring_only_the_agents_change(
+    ralph: RunCli, project: Path
+) -> None:
+    """`git switch main && ralph apply` after --allow-dirty deleted the user's untracked file
+    from the tree and staged it as the loop's work, while the summary and SQUASH_MSG named only
+    the agent's file; a stash entry stayed behind. Follow the printed lines exactly: the user's
+    files are back byte for byte, apply stages the agent's change alone."""
+    readme = project / "README.md"
+    readme.write_bytes(b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n")
+    notes = project / "NOTES.txt"
+    notes.write_bytes(b"private notes\n\x00binary tail")
+    notes.chmod(0o600)
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    loop_id = json.loads(result.out)["loop_id"]
+    lines = result.err.splitlines()
+    assert any(line.startswith("yours   back on main") for line in lines), result.err
+    assert "changed: 1 file: calc.py" in result.err
+    apply = next(line for line in lines if line.startswith("apply   "))
+    assert apply == f"apply   ralph apply {loop_id}", "nothing to switch: the loop gave it back"
+    assert not any("git merge --squash" in line for line in lines)
+    assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
+    assert notes.read_bytes() == b"private notes\n\x00binary tail"
+    assert notes.stat().st_mode & 0o777 == 0o600
+    applied = ralph(*apply.removeprefix("apply   ").split()[1:], cwd=project)
+    assert applied.code == 0, applied.err
+    assert "1 file, staged" in applied.out and "NOTES.txt" not in applied.out
+    assert git(project, "diff", "--cached", "--name-only") == "calc.py"
+    assert (project / "calc.py").read_text() == VERSIONS["full"]
+    assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
+    assert notes.read_bytes() == b"private notes\n\x00binary tail"
+    squash = Path(git(project, "rev-parse", "--path-format=absolute", "--git-path", "SQUASH_MSG"))
+    assert "calc.py" in squash.read_text() and "NOTES" not in squash.read_text()
+    assert git(project, "stash", "list") == ""
