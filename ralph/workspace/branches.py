@@ -1,7 +1,8 @@
 """A finished loop's branch: bring its work onto yours (`ralph apply`), or drop it (`ralph prune`).
 
-`apply` is `git merge --squash` of the chosen iteration's commit: its changes land in your work
-tree and index, uncommitted, and `git commit` then offers ralph's message (loop/apply_message.py).
+`apply` squashes the chosen iteration's changes since the loop's starting point (never the
+user's uncommitted work `--allow-dirty` put there): they land in your work tree and index,
+uncommitted, and `git commit` then offers ralph's message (loop/apply_message.py).
 `prune` deletes a loop's branch, its rescue refs and its worktree; never a record, and never a
 worktree holding changes nobody committed. `changed_files`: what a loop's best commit changed
 since its base, for the summary, `ralph status` and the batch table.
