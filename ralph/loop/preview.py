@@ -108,6 +108,7 @@ def preview_run(
     """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
     from ralph.actors.registry import describe_actor, prompt_as_sent
     from ralph.loop import prompts
+    from ralph.workspace.parity import worktree_misses
 
     task, root, home, settings = intake(task, flags, cwd)
     parts = build_parts(settings, root, task=task)  # a judge's model, as the loop's
@@ -115,9 +116,12 @@ def preview_run(
     parts.actor.preflight()
     loop_id = new_loop_id(task)
     notes = []
-    parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty)
+    # a worktree loop starts from a fresh checkout of HEAD: what is uncommitted here is no bar
+    parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty or settings.worktree)
     if settings.worktree:
         notes.append("--worktree: the loop would work in a new worktree at HEAD")
+        if not settings.no_git and (warning := worktree_misses(root)):
+            notes.append(warning)
     rules = BaselineRules(settings.named(), settings.success)
     evaluation = parts.evaluator.handle(EvaluationRequest(root, establish=rules, on_done=on_done))
     command = describe_actor(parts.actor)

@@ -136,15 +136,16 @@ class GitWorkspace:
     def current_commit(self) -> str | None:
         return self._git.rev("HEAD")
 
-    def dirty_files(self) -> list[str]:
+    def dirty_files(self, *, untracked: bool = True) -> list[str]:
         """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
-        ignored when the loop started counts as ignored whatever `.gitignore` says now."""
+        ignored when the loop started counts as ignored whatever `.gitignore` says now.
+        `untracked=False`: only tracked files' uncommitted changes (what a worktree lacks)."""
         entries = self._git.names(
-            "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
-            "--", ".", self._exclude,
+            "status", "--porcelain", "-z", "--no-renames",
+            f"--untracked-files={'all' if untracked else 'no'}", "--", ".", self._exclude,
         )  # fmt: skip
-        untracked = [entry[3:] for entry in entries if entry.startswith("?? ")]
-        kept = set(self._ignored_at_start(untracked)) if untracked else set()
+        new = [entry[3:] for entry in entries if entry.startswith("?? ")]
+        kept = set(self._ignored_at_start(new)) if new else set()
         return [entry[3:] for entry in entries if entry[3:] not in kept]
 
     # -- what git ignored at loop start ----------------------------------------------------------
