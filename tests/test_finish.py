@@ -20,6 +20,9 @@ from .fakes.calc_project import git, make_calc_repo
 
 CALC = "def add(a, b):\n    return a - b\n"
 CHECK = f'{sys.executable} -c "import calc, sys; sys.exit(calc.add(2, 3) != 5)"'
+# the memory is meant to be committed: the final lines say how, while it is untracked
+MEMORY = ".aiwg/ralph/reflections"
+HINT = f'git add {MEMORY} && git commit -m "ralph: reflections" -- {MEMORY}'
 # iteration 1: a wrong change; 2: nothing at all; 3 and later: the fix
 AGENT = """#!/bin/sh
 case "$RALPH_ITERATION" in
@@ -97,6 +100,7 @@ def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo:
         f"apply   git switch main && ralph apply {loop_id}",
         f"        (or git merge --squash {branch})",
         "drop    ralph prune (removes finished loops' branches, keeps records)",
+        f"memory  {HINT}",
     ]
 
 
@@ -455,3 +459,33 @@ def test_apply_prepares_ralphs_commit_message_without_the_reverted_attempt(
     assert "Iterations kept:\n- iteration 2: changed calc.py" in message
     assert "iteration 1" not in message and "Squashed commit" not in message
     assert "without a summary of its own" not in message
+
+
+# -- the memory is meant to be committed -----------------------------------------------------------
+
+
+def test_run_and_apply_say_how_to_commit_the_memory_while_it_is_untracked(
+    ralph: RunCli, repo: Path
+) -> None:
+    """After every run `.aiwg/ralph/reflections/<loop>/` was untracked and no line said that it
+    is meant to be committed. The hint commits the records alone, the applied work stays staged;
+    once they are committed, or ignored, no hint."""
+    from ralph.loop.result import memory_hint
+
+    summary = run_loop(ralph, repo)
+    assert f"memory  {HINT}" in str(summary["_err"]).splitlines()
+    git(repo, "switch", "-q", "main")
+    applied = ralph("apply", str(summary["loop_id"]), cwd=repo)
+    assert applied.code == 0, applied.err
+    assert f"memory: {HINT}" in applied.out.splitlines()
+    subprocess.run(HINT, shell=True, cwd=repo, check=True, capture_output=True)
+    assert git(repo, "log", "-1", "--format=%s") == "ralph: reflections"
+    assert git(repo, "diff", "--cached", "--name-only") == "calc.py"  # the apply, still staged
+    store = MemoryStore(repo)
+    assert memory_hint(store) is None  # committed
+    git(repo, "restore", "--staged", "--worktree", "calc.py")
+    again = run_loop(ralph, repo, "--loop-id", "ralph-second-00000002")
+    assert f"memory  {HINT}" in str(again["_err"]).splitlines()
+    exclude = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude"))
+    exclude.write_text(".aiwg/ralph/reflections/\n")
+    assert memory_hint(store) is None  # ignored

@@ -140,6 +140,8 @@ class PlainReporter:
             self.block(f"yours   {result.user_changes}")
         for text in next_steps(result) if self.next_steps else []:
             self.block(text)
+        if result.memory_hint and self.next_steps:  # the memory is meant to be committed
+            self.block(f"memory  {result.memory_hint}")
         write_step_summary(result)
 
     def block(self, text: str) -> None:

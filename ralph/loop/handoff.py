@@ -28,6 +28,10 @@ FINISHED = ("completed", "failed", "aborted")
 
 @dataclass
 class ApplyOutcome:
+    json_fields: ClassVar[tuple[str, ...]] = (
+        "loop_id", "iteration", "commit", "branch", "files", "conflicts", "accepted",
+    )  # fmt: skip
+
     loop_id: str
     iteration: int
     commit: str
@@ -35,6 +39,7 @@ class ApplyOutcome:
     files: list[str]
     conflicts: list[str]
     accepted: bool  # recorded as implicit feedback
+    memory_hint: str | None = None  # the command that commits the records, while untracked
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         where = f"iteration {self.iteration} of {self.loop_id} ({self.commit[:12]})"
@@ -55,6 +60,8 @@ class ApplyOutcome:
         yield from lines("review: git diff --cached    commit: git commit")
         if self.accepted:
             yield from lines("counted as accepted (feedback: implicitly, by apply)")
+        if self.memory_hint:  # the memory is meant to be committed
+            yield whole(f"memory: {self.memory_hint}")
 
 
 def apply_loop(
@@ -134,8 +141,17 @@ def apply_loop(
     accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
     if accepted:
         accepted = record_feedback(store, state.loop_id, "accepted", source="apply") is not None
+    from ralph.loop.result import memory_hint
+
     return ApplyOutcome(
-        state.loop_id, chosen, commit, branch, applied.files, applied.conflicts, accepted
+        state.loop_id,
+        chosen,
+        commit,
+        branch,
+        applied.files,
+        applied.conflicts,
+        accepted,
+        memory_hint(store),
     )
 
 

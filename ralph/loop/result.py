@@ -89,6 +89,7 @@ class LoopResult:
     changed_files: list[ChangedFile] | None = None  # None: unknown (a commit gone)
     user_changes: str | None = None  # --allow-dirty: where the user's uncommitted work is
     restored: bool = False  # the loop gave it back on the branch it started from
+    memory_hint: str | None = None  # the command that commits the records, while untracked
 
     @classmethod
     def of(
@@ -122,6 +123,7 @@ class LoopResult:
             regressions=regressions,
             baseline_reward=baseline.reward if baseline else None,
             changed_files=changed_files(store, state) if store is not None else [],
+            memory_hint=memory_hint(store) if store is not None else None,
             user_changes=given_back.note if given_back else None,
             restored=bool(given_back and given_back.restored),
             **git_outcome(state),
@@ -165,6 +167,25 @@ def changed_files(store: MemoryStore, state: LoopState) -> list[ChangedFile] | N
             added, removed = counts.get(path, (0, 0))
             counts[path] = (_plus(added, lines.additions), _plus(removed, lines.deletions))
     return [ChangedFile(path, *counts[path]) for path in sorted(counts)]
+
+
+def memory_hint(store: MemoryStore) -> str | None:
+    """The one command that commits the memory's records, while git neither tracks nor ignores
+    some (they are meant to be committed: the lessons travel with the code). `git commit --
+    PATH` commits them alone, whatever else is staged (an `apply`'s work, the user's own)."""
+    import os
+
+    from ralph.workspace.branches import Branches
+
+    folder = store.base / "reflections"
+    try:
+        branches = Branches(store.root)
+        if not folder.is_dir() or not branches.untracked(folder):
+            return None
+    except RalphError:  # no git here: nothing to commit
+        return None
+    where = Path(os.path.relpath(folder, branches.top)).as_posix()
+    return f'git add {where} && git commit -m "ralph: reflections" -- {where}'
 
 
 def _plus(total: int | None, more: int | None) -> int | None:

@@ -10,6 +10,7 @@ since its base, for the summary, `ralph status` and the batch table.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,13 @@ class Branches:
             check=False,
         )  # fmt: skip
         return parse_numstat(out.decode("utf-8", "surrogateescape")) if status == 0 else None
+
+    def untracked(self, folder: Path) -> list[str]:
+        """The files under `folder` that git neither tracks nor ignores."""
+        where = Path(os.path.relpath(folder, self.top)).as_posix()
+        return self._git.names(
+            "ls-files", "-z", "--others", "--exclude-standard", "--", f":(literal){where}"
+        )
 
     # apply ------------------------------------------------------------------------------------
     def squash(self, commit: str, *, base: str | None, loop_branch: str | None) -> Applied:
