@@ -446,7 +446,7 @@ def test_apply_prepares_ralphs_commit_message_without_the_reverted_attempt(
     agent.write_text(ROLLED_BACK_AGENT)
     summary = run_loop(ralph, repo, "--check", GUARD, task="fix add so it adds")
     assert summary["status"] == "completed", summary["_err"]
-    assert "iteration 1 broke what worked before" in str(summary["_err"])
+    assert "iteration 1: rolled back: broke what worked before" in str(summary["_err"])
     loop_id = str(summary["loop_id"])
     git(repo, "switch", "-q", "main")
     assert ralph("apply", loop_id, cwd=repo).code == 0

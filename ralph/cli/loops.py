@@ -277,7 +277,13 @@ def run(
         ),
     ] = False,
     no_rollback: Annotated[
-        bool, _flag("--no-rollback", "Keep a regressed attempt's code.")
+        bool,
+        _flag(
+            "--no-rollback",
+            "Never roll back: each attempt starts from the last one's code. Without it, an "
+            "attempt scoring below the best code so far (every one that broke what worked) is "
+            "rolled back to that code, unless it fixed more target failures than that code.",
+        ),
     ] = False,
     allow_test_edits: AllowTestEditsFlag = False,
     memory_tools: MemoryToolsFlag = None,

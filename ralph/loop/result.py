@@ -223,6 +223,8 @@ class LoopStatus:
     changed_files: list[ChangedFile] | None
     created_at: str
     updated_at: str
+    worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
+    # or rolled back, and why (rollback.verdicts)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from ralph.glyphs import changed_text, sparkline
@@ -243,6 +245,8 @@ class LoopStatus:
         yield from lines(*shown)
         if self.iteration:
             yield whole(f"  changed     {changed_text(files_json(self.changed_files))}")
+        for n, text in enumerate(self.worse):
+            yield whole(f"  {'worse' if n == 0 else '':<12}{text}")
         if self.stop_reason:
             yield from lines(f"  stopped     {self.stop_reason}")
 
@@ -265,6 +269,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
     """What `ralph status` shows of a loop (the latest by default), from its state alone: no
     loop machinery is loaded, so the command answers at once."""
     from ralph.ids import validate_loop_id
+    from ralph.loop.rollback import verdicts
     from ralph.memory.store import MemoryStore
 
     store = MemoryStore.discover(cwd)
@@ -286,4 +291,5 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         changed_files=changed_files(store, state),
         created_at=state.created_at,
         updated_at=state.updated_at,
+        worse=[worse.text for worse in verdicts(store.valid_records(state.loop_id), state)],
     )

@@ -48,7 +48,7 @@ from ralph.loop.result import (
     INTERRUPTED_MESSAGE,
     LoopResult,
 )
-from ralph.loop.rollback import rollback_after
+from ralph.loop.rollback import judge
 from ralph.loop.steps import Parts, Reporter
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
@@ -393,10 +393,14 @@ class LoopRunner:
 
     def _rollback(self, state: LoopState) -> None:
         """Start the next attempt from the best tree when the last one fell below it."""
-        if self.settings.no_rollback or not self.records:
+        if not self.records:
             return
-        rollback = rollback_after(self.records[-1], state, self.records)
-        if rollback is None:
+        worse = judge(self.records[-1], state, self.records, no_rollback=self.settings.no_rollback)
+        if worse is None:
+            return
+        rollback = worse.rollback
+        if rollback is None:  # kept, and why: an attempt that broke something is never silent
+            self.reporter.note(worse.text)
             return
         from ralph.loop.prompts import reverted_view
 
