@@ -192,3 +192,43 @@ def test_allow_dirty_then_the_printed_commands_bring_only_the_agents_change(
     squash = Path(git(project, "rev-parse", "--path-format=absolute", "--git-path", "SQUASH_MSG"))
     assert "calc.py" in squash.read_text() and "NOTES" not in squash.read_text()
     assert git(project, "stash", "list") == ""
+
+
+def test_allow_dirty_on_the_file_the_agent_fixes_applies_the_fix_alone_to_the_index(
+    ralph: RunCli, project: Path
+) -> None:
+    """The trial's case: the user's uncommitted edit and the agent's fix in one file. Given
+    back, the file holds the user's edit; `ralph apply` puts both in the tree and stages the
+    fix alone, so a plain `git commit` never takes the user's edit as the loop's work."""
+    calc = project / "calc.py"
+    calc.write_text("# my uncommitted note\n" + VERSIONS["zero"])
+    plan(project, {"default": {"shell": "sed -i 's/return 0/return abs(x)/' calc.py"}})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    assert calc.read_text() == "# my uncommitted note\n" + VERSIONS["zero"]
+    applied = ralph("apply", json.loads(result.out)["loop_id"], cwd=project)
+    assert applied.code == 0, applied.err
+    assert git(project, "show", ":calc.py") + "\n" == VERSIONS["full"]  # the fix alone
+    assert calc.read_text() == "# my uncommitted note\n" + VERSIONS["full"]  # and the user's
+    assert git(project, "diff", "--name-only") == "calc.py"  # the note: unstaged, as it was
+    assert git(project, "stash", "list") == ""
+
+
+def test_apply_refuses_a_fix_that_does_not_merge_with_the_users_edit_and_keeps_the_edit(
+    ralph: RunCli, project: Path
+) -> None:
+    """The user's edit right beside the agent's: no clean merge into HEAD. Refused (exit 2),
+    and the file, the index and HEAD are as they were."""
+    calc = project / "calc.py"
+    calc.write_text(VERSIONS["zero"] + "# my uncommitted note\n")
+    plan(project, {"default": {"shell": "sed -i 's/return 0/return abs(x)/' calc.py"}})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    before = git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg")
+    applied = ralph("apply", json.loads(result.out)["loop_id"], cwd=project)
+    assert applied.code == 2
+    assert "do not merge cleanly into HEAD where you have uncommitted edits: calc.py" in (
+        applied.err
+    )
+    assert calc.read_text() == VERSIONS["zero"] + "# my uncommitted note\n"
+    assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == before
