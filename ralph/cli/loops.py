@@ -423,6 +423,10 @@ def abort(loop: LoopArg) -> None:
     state, stopped = runner.abort_loop(loop_in(memory(), loop))
     if stopped:
         console().print(f"loop {state.loop_id} aborted", markup=False)
+        from ralph.loop.handoff import give_back
+
+        if given := give_back(memory(), state):  # --allow-dirty: the user's tree back
+            console().print(f"yours   {given.note}", markup=False, soft_wrap=True)
     else:
         console().print(
             f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "

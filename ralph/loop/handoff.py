@@ -17,7 +17,7 @@ from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.rendering import lines, whole
-from ralph.workspace.base import GitState, name_some
+from ralph.workspace.base import GitState, GivenBack, name_some
 from ralph.workspace.branches import Branches
 
 if TYPE_CHECKING:
@@ -153,6 +153,16 @@ def apply_loop(
         accepted,
         memory_hint(store),
     )
+
+
+def give_back(store: MemoryStore, state: LoopState) -> GivenBack | None:
+    """An ended loop's hold on the user's tree let go (`--allow-dirty`: their branch and
+    uncommitted work back), for `ralph abort` of a loop that was not running to do it itself."""
+    from ralph.workspace.git import GitWorkspace
+
+    if state.git is None or not state.git.user_changes or state.git.worktree:
+        return None
+    return GitWorkspace(store.root).end_loop(state.git)
 
 
 def _changes(branches: Branches, git: GitState, commit: str) -> bool:

@@ -553,6 +553,8 @@ class GitWorkspace:
         saved = git.user_changes
         if not saved or not git.branch or not git.original_commit:
             return None
+        if saved not in self._git.text("stash", "list", "--format=%H").split():
+            return None  # given back already (or dropped by the user)
         kept = GivenBack(git.user_changes_note(held=False) or "", restored=False)
         where = git.original_branch or git.original_commit[:12]
         if self._git.current_branch() != git.branch or self.dirty_files():
@@ -599,7 +601,7 @@ class GitWorkspace:
 
     def _drop_stash(self, saved: str) -> None:
         """Drop the stash entry holding `saved`, wherever newer entries have pushed it."""
-        entries = self._git.text("stash", "list", "--format=%H").splitlines()
+        entries = self._git.text("stash", "list", "--format=%H").split()
         if saved in entries:
             self._git.run("stash", "drop", "-q", f"stash@{{{entries.index(saved)}}}")
 

@@ -232,3 +232,24 @@ def test_apply_refuses_a_fix_that_does_not_merge_with_the_users_edit_and_keeps_t
     )
     assert calc.read_text() == VERSIONS["zero"] + "# my uncommitted note\n"
     assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == before
+
+
+def test_abort_of_a_dead_allow_dirty_loop_gives_the_users_tree_back(
+    ralph: RunCli, project: Path
+) -> None:
+    """A loop killed mid-attempt ends by `ralph abort`: that end gives back what the loop held
+    (the user's branch and uncommitted work), as a loop ending on its own does."""
+    (project / "untracked.txt").write_text("mine\n")
+    plan(project, {"default": {"kill": True}})
+    arm("actor")
+    code, _, err = finish(start(project, *heuristic("--allow-dirty")))
+    assert code == -signal.SIGKILL, err
+    loop_id = MemoryStore(project).loop_ids()[0]
+    assert git(project, "symbolic-ref", "--short", "HEAD") == loop_branch(loop_id)
+    aborted = ralph("abort", loop_id, cwd=project)
+    assert aborted.code == 0, aborted.err
+    assert "yours   back on main with your uncommitted changes" in aborted.out
+    assert git(project, "symbolic-ref", "--short", "HEAD") == "main"
+    assert (project / "untracked.txt").read_text() == "mine\n"
+    assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == "?? untracked.txt"
+    assert git(project, "stash", "list") == ""
