@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Literal, Protocol, TypeAlias
 
 from ralph.escapes import StreamCleaner, strip_escapes
+from ralph.glyphs import plural
 from ralph.redact import redact
 
 Child: TypeAlias = "subprocess.Popen[bytes]"  # a started command, for those that track them
@@ -84,7 +85,7 @@ class CappedBuffer:
         tail_text = bytes(tail).decode("utf-8", errors="replace")
         if elided <= 0:
             return (self.head + tail).decode("utf-8", errors="replace")
-        return f"{head_text}\n[... {elided} bytes elided by ralph ...]\n{tail_text}"
+        return f"{head_text}\n[... {plural(elided, 'byte')} elided by ralph ...]\n{tail_text}"
 
 
 def run(

@@ -17,6 +17,8 @@ import re
 import stat
 from typing import Any, BinaryIO
 
+from ralph.glyphs import plural
+
 MB = 1_000_000
 # A lone surrogate escape (`\ud800` not followed by its pair) decodes into a str that cannot be
 # encoded again; a cheap search on the text finds where to look closer.
@@ -57,13 +59,13 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise Unreadable("not a regular file")
         if st.st_size > limit:
-            raise Unreadable(f"larger than {limit} bytes")
+            raise Unreadable(f"larger than {plural(limit, 'byte')}")
         chunks = []
         total = 0
         while chunk := os.read(fd, max(st.st_size + 1 - total, 1 << 16)):
             total += len(chunk)
             if total > limit:
-                raise Unreadable(f"larger than {limit} bytes")
+                raise Unreadable(f"larger than {plural(limit, 'byte')}")
             chunks.append(chunk)
     except OSError as exc:
         raise Unreadable(f"cannot read: {exc.strerror or exc}") from None

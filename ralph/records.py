@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from ralph.glyphs import plural
+
 SCHEMA_VERSION = "1.0"
 
 ActionType = Literal[
@@ -78,6 +80,22 @@ DIAGNOSTICS_PER_CHECK = 50  # diagnostics a record keeps per check (338 mypy err
 MAX_PHASE_MS = 366 * 24 * 3600 * 1000  # a phase of an attempt that took more than a year
 MAX_COST_USD = 1e9
 MAX_TOKENS = 10**15
+
+
+# A record's rationale when the actor gave no account of its own (`loop/iteration.rationale`):
+# the schema needs one, but it says nothing an agent did, so no lesson and no commit quotes it.
+NO_SUMMARY = re.compile(r"^The actor .* without a summary of its own\.$")
+
+
+def no_summary(status: str, duration_ms: int) -> str:
+    """The stand-in rationale: `status` is "exited 0" or "timed out"."""
+    return f"The actor {status} after {duration_ms} ms without a summary of its own."
+
+
+def actor_said(rationale: str | None) -> str:
+    """A rationale as the actor's own words; "" for the stand-in (also of older records)."""
+    text = (rationale or "").strip()
+    return "" if NO_SUMMARY.match(text) else text
 
 
 def utc_now() -> str:
@@ -405,7 +423,8 @@ def _convert(tp: Any, value: Any) -> Any:
             hints = _HINTS[tp] = typing.get_type_hints(tp)
         unknown = set(value) - set(hints)
         if unknown:
-            raise TypeError(f"{tp.__name__}: unknown field(s) {', '.join(sorted(unknown))}")
+            names = ", ".join(sorted(unknown))
+            raise TypeError(f"{tp.__name__}: {plural(len(unknown), 'unknown field')}: {names}")
         return tp(**{k: _convert(hints[k], v) for k, v in value.items()})
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)

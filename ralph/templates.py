@@ -17,6 +17,7 @@ from typing import Any
 
 from ralph import schemas
 from ralph.errors import ConfigError
+from ralph.glyphs import plural
 
 TEMPLATE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 OVERRIDE_DIR = Path(".aiwg") / "ralph" / "prompts"
@@ -89,7 +90,9 @@ def cap(text: str, limit: int) -> str:
         return text
     head = limit * 2 // 3
     tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters elided ...]\n{text[-tail:]}"
+    return (
+        f"{text[:head]}\n[... {plural(len(text) - limit, 'character')} elided ...]\n{text[-tail:]}"
+    )
 
 
 def estimate_tokens(text: str) -> int:

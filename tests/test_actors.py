@@ -114,6 +114,92 @@ def test_cmd_preflight_names_a_missing_program() -> None:
     assert CommandActor("echo hi").chat_client() is None
 
 
+def agent_script(folder: Path, body: str = "echo edited app.py") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "agent.sh"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_cmd_relative_program_is_the_file_in_the_invocation_directory(
+    ctx: ActorContext, tmp_path: Path
+) -> None:
+    here = tmp_path / "invoked" / "repo"
+    here.mkdir(parents=True)
+    script = agent_script(tmp_path / "invoked" / "agents", "pwd > ran-in.txt; echo ran")
+    actor = CommandActor("../agents/agent.sh --fast", invoked_from=here, base_dir=ctx.workdir)
+    assert actor.command == f"{script} --fast"  # `..` tidied: the same file
+    actor.preflight()
+    # the attempt runs in another tree (a worktree), yet the same file runs
+    assert actor.act("go", ctx).exit_code == 0
+    assert (ctx.workdir / "ran-in.txt").read_text().strip() == str(ctx.workdir)
+    prefixed = CommandActor("FOO=1 ./agent.sh", invoked_from=script.parent)
+    assert prefixed.command == f"FOO=1 {script}"
+
+
+def test_cmd_relative_program_not_in_the_invocation_directory_stays_as_written(
+    ctx: ActorContext, tmp_path: Path
+) -> None:
+    agent_script(ctx.workdir / "tools")
+    actor = CommandActor("tools/agent.sh", invoked_from=tmp_path, base_dir=ctx.workdir)
+    assert actor.command == "tools/agent.sh"
+    actor.preflight()  # found where it runs
+    with pytest.raises(PreflightError, match="missing"):
+        CommandActor("./missing.sh", invoked_from=tmp_path, base_dir=ctx.workdir).preflight()
+    (ctx.workdir / "tools" / "agent.sh").chmod(0o644)
+    with pytest.raises(PreflightError, match="not executable") as raised:
+        CommandActor("tools/agent.sh", invoked_from=tmp_path, base_dir=ctx.workdir).preflight()
+    assert raised.value.hint == "chmod +x tools/agent.sh"
+    assert CommandActor("echo ./x; ./y", invoked_from=tmp_path).command == "echo ./x; ./y"
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("./missing.sh", "exit 127: not found"),
+        ("./missing.sh | cat", "not found: ./missing.sh"),  # the pipeline exits 0
+        ("./plain.txt", "exit 126: not executable"),
+    ],
+)
+def test_cmd_agent_that_cannot_start_at_its_first_attempt_is_a_configuration_error(
+    ctx: ActorContext, command: str, why: str
+) -> None:
+    (ctx.workdir / "plain.txt").write_text("not a program\n")
+    actor = CommandActor(command, base_dir=ctx.workdir)
+    with pytest.raises(PreflightError) as raised:
+        actor.act("go", ctx)
+    message = raised.value.message
+    assert why in message and f"--actor cmd:{command}" in message
+    assert str(ctx.artifacts_dir / "actor.log") in message and "\n" not in message
+    assert (ctx.artifacts_dir / "actor.log").is_file()
+    assert raised.value.exit_code == 2
+
+
+def test_cmd_agent_summary_is_its_last_lines_bounded_clean_and_redacted(
+    ctx: ActorContext,
+) -> None:
+    lines = "".join(f"echo line {n}; " for n in range(1, 9))
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    command = f"{lines}echo; printf '\\033[31mred\\033[0m {secret}\\n'; echo noise >&2; exit 3"
+    summary = CommandActor(command).act("go", ctx).summary
+    assert summary == "line 5\nline 6\nline 7\nline 8\nred [REDACTED]\n(the agent exited 3)"
+    wide = "; ".join(f"printf '{n}%0199d\\n' 0" for n in range(5))  # 5 lines of 200 chars
+    long = CommandActor(wide).act("go", ctx).summary
+    assert long is not None and [line[0] for line in long.splitlines()] == ["3", "4"]
+    assert CommandActor("echo only-on-stderr >&2").act("go", ctx).summary == "only-on-stderr"
+    assert CommandActor("true").act("go", ctx).summary is None  # the record's stand-in
+
+
+def test_cmd_agent_exiting_127_after_its_first_attempt_is_its_own_business(
+    ctx: ActorContext,
+) -> None:
+    flag = ctx.workdir / "second"
+    actor = CommandActor(f"test -e {flag} && exit 127; touch {flag}")
+    assert actor.act("go", ctx).exit_code == 0
+    assert actor.act("go", ctx).exit_code == 127
+
+
 # --------------------------------------------------------------------------- presets
 
 EXPECTED: dict[str, dict[str, Any]] = {

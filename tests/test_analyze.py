@@ -609,7 +609,7 @@ def test_render_names_invalid_files_and_empty_results(store: MemoryStore) -> Non
     assert "no loops match" in console.export_text()
     render(analyze(store), console)
     text = console.export_text()
-    assert "1 invalid file(s)" in text and "reflections/ralph-a-1/001.json: not JSON" in text
+    assert "1 invalid file, skipped" in text and "reflections/ralph-a-1/001.json: not JSON" in text
 
 
 # the command --------------------------------------------------------------------------------

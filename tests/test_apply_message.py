@@ -6,7 +6,7 @@ from ralph.loop.apply_message import apply_message
 from ralph.memory.state import LoopState
 from ralph.records import Action, CheckResult
 
-from .fakes.loop import record
+from .fakes.records import record
 
 
 def test_the_subject_is_the_tasks_first_line_and_each_kept_iteration_says_what_it_did() -> None:

@@ -101,6 +101,32 @@ def test_the_loop_reaches_its_collaborators_only_through_their_protocols() -> No
     assert doors == []
 
 
+def test_the_loops_collaborators_are_protocols() -> None:
+    """`Parts` holds each collaborator by its protocol (Actor, Evaluator, Reflector,
+    Workspace), never a concrete class: any reflector, or a test's fake, fits the loop."""
+    import importlib
+
+    tree = ast.parse((PACKAGE / "loop" / "steps.py").read_text("utf-8"))
+    imported = {
+        alias.asname or alias.name: (node.module or "", alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    parts = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Parts")
+    fields = {
+        node.target.id: ast.unparse(node.annotation)
+        for node in parts.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+    seams = {name: kind for name, kind in fields.items() if kind in imported}
+    assert set(seams) == {"actor", "evaluator", "reflector", "workspace"}
+    for name, kind in seams.items():
+        module, real_name = imported[kind]
+        cls = getattr(importlib.import_module(module), real_name)
+        assert getattr(cls, "_is_protocol", False), (name, module, real_name)
+
+
 def _method_calls(source: str, method: str) -> list[int]:
     return [
         node.lineno

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -120,15 +121,31 @@ def test_a_later_loop_is_given_the_lessons_of_an_earlier_one(
     assert f"(from {loops['first']['loop_id']}#1)" in prompt
 
 
-def test_a_loop_that_cannot_start_is_an_error_entry(
-    repo: Path, tmp_path: Path, ralph: RunCli
+def test_tasks_that_cannot_start_are_one_error_and_no_loop_starts(
+    repo: Path, tmp_path: Path, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tasks = write_tasks(tmp_path / "tasks.yaml", [{**FIX_ADD, "actor": "no-such-actor"}])
+    """Each loop used to start, fail its preflight (exit 2) and leave a loop id `ralph status`
+    did not know: now every task's actor and checks are checked before the first loop."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    tasks = tmp_path / "tasks.yaml"
+    bad = [
+        {**FIX_ADD, "actor": "no-such-actor"},
+        {"name": "auto", "task": "fix sub", "test": "true"},  # no agent CLI, no provider
+        {**NO_FIX_MUL, "actor": AGENT},  # fine: named in no line
+        {"name": "nocheck", "task": "x", "actor": AGENT, "checks": [{"name": "lint"}]},
+    ]
+    tasks.write_text(yaml.safe_dump(bad))
     result = ralph("batch", str(tasks), "--json", cwd=repo)
-    assert result.code == 1
-    (entry,) = json.loads(result.out)["loops"]
-    assert entry["status"] == "error" and entry["exit_code"] == 2
-    assert entry["error"].startswith("ralph: error:") and "no-such-actor" in entry["error"]
+    assert result.code == 2 and result.out == "", result.err
+    lines = result.err.strip().splitlines()
+    assert lines[0] == "ralph: error: 3 of 4 tasks cannot start; no loop was started:"
+    assert lines[1].startswith("  task 1 ('add'): unknown actor 'no-such-actor'")
+    assert lines[2].startswith("  task 2 ('auto'): no actor available")
+    assert lines[3] == "  task 4 ('nocheck'): check 'lint' has no command"
+    assert lines[4].startswith("hint: ") and len(lines) == 5
+    assert not (repo / ".aiwg").exists()  # no batch file, no loop id, no state
+    assert git(repo, "branch", "--list") == "* main"
 
 
 def wait_for(predicate: Any, what: str, seconds: float = 90) -> None:
@@ -219,6 +236,7 @@ def test_a_batch_started_with_sigint_ignored_still_stops_its_loops_on_sigterm(
             batch.communicate()
     assert batch.returncode == 130, err
     assert [e["status"] for e in json.loads(out)["loops"]] == ["paused"]
+    assert "interrupted: 1 loop can go on;" in err
     assert not any(alive(pid) for pid in agents)
 
 
@@ -230,7 +248,7 @@ def test_a_batch_started_with_sigint_ignored_still_stops_its_loops_on_sigterm(
         ("- {name: a, task: x}\n- {name: a, task: y}\n", "task 2 ('a'): duplicate name 'a'"),
         ("- fix the parser\n- fix the parser\n", "task 2: duplicate name 'fix-the-parser'"),
         ("- {task: x, max-iterations: 0}\n", "task 1: `max_iterations` must be"),
-        ("- {task: x, checks: [{name: a}]}\n", "task 1: `checks` must be"),
+        ("- {task: x, checks: [3]}\n", "task 1: `checks` must be"),
         ("- {task: x, actor: 3}\n", "task 1: `actor` must be"),
         ("tasks: []\n", "no tasks"),
         ("{jobs: 2, tasks: [x]}\n", "unknown top-level key 'jobs'"),
@@ -277,7 +295,8 @@ def test_the_live_table_shows_every_loop() -> None:
     from rich.console import Console
 
     from ralph.cli.batch_view import LiveView
-    from ralph.loop.batch import BatchTask, Entry
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
 
     entry = Entry(BatchTask("add", "fix add", max_iterations=4), "ralph-add-00000001")
     entry.status, entry.iteration, entry.best_reward, entry.rewards = "running", 2, 0.5, [0, 0.5]
@@ -293,7 +312,8 @@ def test_the_plain_summary_names_each_loops_status_branch_changes_and_apply_comm
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from ralph.cli.batch_view import PlainView
-    from ralph.loop.batch import BatchTask, Entry
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
 
     calc = [{"path": "calc.py", "added": 1, "removed": 1}]
     done = Entry(BatchTask("add", "fix add"), "ralph-add-00000001", status="completed")
@@ -326,3 +346,43 @@ def test_in_ci_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     view = make_view()
     assert isinstance(view, PlainView) and not isinstance(view, LiveView)
     assert os.environ["CI"] == "true"
+
+
+def test_the_help_gives_the_whole_tasks_file_format_and_its_example_runs(
+    tmp_path: Path, ralph: RunCli
+) -> None:
+    """`--help` said only "YAML list of tasks: task, and name, test, checks, actor, ...": a
+    newcomer had to guess the keys and the `tasks:` form. Now every key the parser takes is
+    there and in the README, and the help's example is a tasks file the parser reads."""
+    from ralph.loop.tasks_file import DEFAULT_KEYS, TASK_KEYS, load_tasks
+
+    text = ralph("batch", "--help").out
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("A task is its text as a bare string", 1)[1].split("```", 1)[0]
+    for key in TASK_KEYS:
+        assert f"\n    {key} " in text, key
+        assert f"| `{key}` |" in table, key
+    assert all(key in text.split("A task is its text")[0] for key in DEFAULT_KEYS)
+    assert "`tasks:`" in text and "`defaults:`" in text and "role" in text
+    example = text.split("Example:\n", 1)[1].split("\n\n", 1)[0]
+    path = tmp_path / "tasks.yaml"
+    path.write_text(textwrap.dedent(example))
+    dates, lint, mypy = load_tasks(path)
+    assert dates.test == "pytest -q tests/test_dates.py" and dates.actor == "claude"
+    assert lint.checks == ("ruff check src/api", {"name": "pytest", "role": "guard"})
+    assert mypy.name == "make-mypy-pass" and mypy.max_iterations == 5
+
+
+def test_one_task_is_counted_in_the_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "batch: 1 tasks" nor "1/1 loops green": counts go through `glyphs.plural`."""
+    from ralph.cli.batch_view import PlainView
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
+
+    one = Entry(BatchTask("add", "fix add"), "ralph-add-00000001", status="completed")
+    view = PlainView()
+    view.begin([one], 1)
+    view.end([one])
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines[0] == "batch: 1 task, 1 to run, at most 1 at once"
+    assert lines[-1] == "batch: 1/1 loop green"

@@ -237,7 +237,7 @@ def test_the_paired_interval_is_a_bootstrap_over_tasks() -> None:
 
 def test_a_run_counts_as_a_part_only_when_its_state_counted_something(tmp_path: Path) -> None:
     from ralph.bench.runner import BenchEntry, read_run
-    from ralph.loop.batch import BatchTask
+    from ralph.loop.tasks_file import BatchTask
     from ralph.memory.state import LoopState, Totals
     from ralph.memory.store import MemoryStore
 

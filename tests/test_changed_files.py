@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ralph.glyphs import changed_text
-from ralph.loop.batch import BatchTask, Entry
+from ralph.loop.batch import Entry
 from ralph.loop.result import loop_status
+from ralph.loop.tasks_file import BatchTask
 from ralph.memory.store import MemoryStore
 from ralph.rendering import to_data
+from ralph.testing import Step, make_loop
 from ralph.workspace.branches import ChangedFile, parse_numstat
-
-from .fakes.loop import Step, make_loop
 
 
 def test_without_git_the_records_say_what_changed(tmp_path: Path) -> None:

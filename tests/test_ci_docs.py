@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ralph.loop.batch import load_tasks
+from ralph.loop.tasks_file import load_tasks
 
 from .conftest import EXAMPLE_LOOP, REPO
 

@@ -12,8 +12,7 @@ from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.memory.retrieval import retrieve_lessons
 from ralph.memory.store import MemoryStore
 from ralph.records import CheckResult, Diagnostic, Metrics
-
-from .fakes.loop import VERSIONS, FakeChat, FakeCheck, Step, fake_evaluator, make_loop, write
+from ralph.testing import VERSIONS, FakeChat, FakeCheck, Step, fake_evaluator, make_loop, write
 
 GENERATED = "pkg/_version.py"  # written at install time, ignored by git
 MISSING = "ModuleNotFoundError: No module named 'pkg._version'"

@@ -344,6 +344,20 @@ def test_prune_removes_finished_branches_keeps_records_and_marks_the_unapplied_n
     assert acceptance["acceptance_rate"] == 0.5
 
 
+def test_prune_knows_a_force_applied_failed_loop_was_taken(ralph: RunCli, repo: Path) -> None:
+    """Applying a failed loop is no verdict on its lessons, yet its work was taken: prune must
+    not record it as not taken (a squash leaves no branch holding the loop's commit)."""
+    loop_id = str(run_loop(ralph, repo, "--max-iterations", "1")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", loop_id, "--force", cwd=repo).code == 0
+    git(repo, "commit", "-q", "--no-edit")
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert f"removed branch {loop_branch(loop_id)}" in result.out
+    assert f"[{loop_id}, failed]" in result.out  # not ", not taken"
+    assert read_feedback(MemoryStore(repo), loop_id) is None
+
+
 def test_prune_keeps_the_most_recent_and_a_checked_out_branch(ralph: RunCli, repo: Path) -> None:
     older = str(run_loop(ralph, repo, task="fix add one")["loop_id"])
     git(repo, "switch", "-q", "main")

@@ -14,8 +14,7 @@ from ralph.cli.live import PlainReporter
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.loop.result import loop_status
 from ralph.records import CheckResult, Diagnostic, ErrorType, Metrics
-
-from .fakes.loop import FakeCheck, Loop, Step, fake_evaluator, make_loop
+from ralph.testing import FakeCheck, Loop, Step, fake_evaluator, make_loop
 
 TESTS = [f"tests/test_lib.py::test_{n}" for n in range(20)]
 

@@ -18,6 +18,7 @@ from ralph.evaluators.judge import JudgeCheck, parse_verdict
 from ralph.evaluators.suite import CheckSuite
 from ralph.loop.policy import Attempt, Spend, StopPolicy
 from ralph.providers.registry import make_client
+from ralph.reflection.reflector import ModelReflector
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo
@@ -344,6 +345,7 @@ def test_a_loop_builds_its_judges_with_the_task_the_reflectors_model_and_the_bas
     judge = parts.evaluator.checks[0]
     assert isinstance(judge, JudgeCheck)
     assert (judge.task, judge.base_commit) == ("write a README", "abc123")
+    assert isinstance(parts.reflector, ModelReflector)  # the model it asks is the judge's too
     assert judge.client is parts.reflector.client and judge.client is not None
 
 

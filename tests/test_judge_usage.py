@@ -1,7 +1,7 @@
 """A judge's model calls count like the actor's and the reflector's: in each record's usage and
 cost, in state.json's totals, and against --max-tokens and --budget-usd. Calls outside an
 iteration (the baseline's, a resume's re-evaluation) count in the totals only. In process, over
-the fakes of tests/fakes/loop.py, with a judge-like check that reports its calls on its outcome
+the fakes of ralph.testing, with a judge-like check that reports its calls on its outcome
 (the seam the real JudgeCheck uses: `CheckOutcome.calls`)."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.memory.state import LoopState
 from ralph.records import CheckResult, ModelCall
-
-from .fakes.loop import Crash, FakeChat, FakeCheck, Loop, Step, fake_evaluator, make_loop
+from ralph.testing import Crash, FakeChat, FakeCheck, Loop, Step, fake_evaluator, make_loop
 
 REFLECTION = json.dumps(
     {

@@ -261,6 +261,15 @@ def test_nothing_to_do_when_only_a_guard_fails(ralph: RunCli, project: Path) -> 
     assert code == 0, err
     assert summary["stop_reason"] == "already_green" and summary["iterations"] == 0
     assert "no target fails: ruff failed before the loop" in err and "--strict" in err
+    # what to do, in the same words as `ralph doctor` (loop/announce.py)
+    act = "nothing for the loop to fix: name what must change with --check NAME or --test CMD"
+    assert act in err
+    doctor = ralph("doctor", "-a", f"cmd:{sys.executable} -c pass", "--json", cwd=project)
+    rows = {row["name"]: row for row in json.loads(doctor.out)["findings"]}
+    assert (
+        rows["(all)"]["hint"]
+        == "name what must change with --check NAME or --test CMD, or use --strict"
+    )
 
 
 def test_init_leaves_out_a_check_that_cannot_run(

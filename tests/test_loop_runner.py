@@ -1,4 +1,4 @@
-"""LoopRunner in process, over the fakes of tests/fakes/loop.py: the loop's logic (when it stops,
+"""LoopRunner in process, over the fakes of ralph.testing: the loop's logic (when it stops,
 what it remembers, what the next prompt says, rollback, resume, abort) without an agent
 process, a pytest run or git. tests/test_loop.py keeps the end-to-end runs of `ralph run`."""
 
@@ -18,9 +18,7 @@ from ralph.evaluators.shell import ShellCheck
 from ralph.loop.result import EXIT_CODES
 from ralph.memory.store import MemoryStore
 from ralph.records import CheckResult
-
-from .conftest import RunCli
-from .fakes.loop import (
+from ralph.testing import (
     VERSIONS,
     Crash,
     FakeChat,
@@ -32,6 +30,8 @@ from .fakes.loop import (
     make_loop,
     write,
 )
+
+from .conftest import RunCli
 
 REFLECTION = {
     "reflection_text": "I returned x unchanged, so f(-1) gives -1: calc.py ignores the sign. "
@@ -88,6 +88,24 @@ def test_success_at_iteration_two_because_the_reflection_reached_the_prompt(
     assert [d.action for d in loop.reporter.decisions] == ["continue", "success"]
 
 
+def test_any_reflector_fits_the_loop_through_its_protocol(tmp_path: Path) -> None:
+    """The loop holds a Reflector, not the model's class: a fake one's words reach the record
+    and the next prompt, and it is asked once per failed attempt with its evaluation."""
+    from ralph.testing import FakeReflector
+
+    reflector = FakeReflector("MARKER-one: I ignored the sign.", "MARKER-two")
+    plan = {1: write("half"), 2: write("partial"), 3: write("full")}
+    loop = make_loop(tmp_path, plan, reflector=reflector)
+    assert loop.start().exit_code == 0
+    records = records_on_disk(loop)
+    texts = [r["self_reflection"]["reflection_text"] for r in records]
+    assert texts[:2] == ["MARKER-one: I ignored the sign.", "MARKER-two"]
+    assert "MARKER-one" in loop.actor.prompts[2] and "MARKER-two" in loop.actor.prompts[3]
+    assert [call["iteration"] for call in reflector.calls] == [1, 2]
+    assert [call["evaluation"].passed for call in reflector.calls] == [False, False]
+    assert "calc.py" in reflector.calls[0]["diff_summary"]
+
+
 def test_the_first_prompt_names_what_the_baseline_found_failing(tmp_path: Path) -> None:
     loop = make_loop(tmp_path, {1: write("full")})
     assert loop.start().exit_code == 0
@@ -100,10 +118,10 @@ def test_the_first_prompt_names_what_the_baseline_found_failing(tmp_path: Path) 
 def test_already_green_exits_0_without_calling_the_actor(tmp_path: Path) -> None:
     loop = make_loop(tmp_path, {"default": write("zero")}, calc="full")
     result = loop.start()
-    assert (result.stop_reason, result.exit_code, result.message) == (
-        "already_green",
-        0,
-        "all checks already pass",
+    assert (result.stop_reason, result.exit_code) == ("already_green", 0)
+    assert result.message == (
+        "every check passes already, so there is nothing for the loop to fix: "
+        "name what must change with --check NAME or --test CMD, or use --strict"
     )
     assert loop.actor.prompts == {} and loop.state().status == "completed"
     assert loop.workspace.messages == []  # no branch was made

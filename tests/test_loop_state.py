@@ -168,7 +168,7 @@ def test_totals_stay_unknown_once_an_iteration_cost_is_unknown() -> None:
 
 
 def test_counting_an_iteration_keeps_the_best_and_the_history() -> None:
-    from .fakes.loop import record
+    from .fakes.records import record
 
     state = LoopState("ralph-count-1", "task")
     state.count(record(1, reward=0.5, cost=0.1))

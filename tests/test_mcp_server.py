@@ -13,9 +13,9 @@ import pytest
 from ralph.errors import RalphError
 from ralph.memory import tools
 from ralph.memory.store import MemoryStore
+from ralph.testing import make_loop, write
 
 from .conftest import RunCli
-from .fakes.loop import make_loop, write
 
 pytest.importorskip("mcp")
 

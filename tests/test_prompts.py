@@ -201,6 +201,44 @@ def test_failing_checks_list_top_diagnostics_with_locations_first() -> None:
     assert "ruff" not in text.split("# How to work")[0]
 
 
+def typed_failures(*tests: str) -> list[Diagnostic]:
+    """Failing tests as pytest reports them: `path::Class::name`, located at the test."""
+    return [
+        Diagnostic("test_failure", "AssertionError", file=t.split("::")[0], line=9, rule=t)
+        for t in tests
+    ]
+
+
+CACHED = [f"tests/test_cached.py::{c}Test::test_decorator_typed" for c in ("Dict", "Wrapper")]
+FUNC = [f"tests/test_func.py::{c}DecoratorTest::test_decorator_typed" for c in "ABCDEF"]
+
+
+def test_a_cut_failure_list_shows_the_tests_about_the_task_first() -> None:
+    keys = "tests/test_keys.py::test_typedkey"
+    ev = evaluation(check("pytest", typed_failures(*CACHED, *FUNC, keys)))
+    task = "fix the failing typedkey tests in src/cachetools/keys.py"
+    (failing,) = actor_context(task=task, evaluation=ev)["failing"]
+    rules = [d["rule"] for d in failing["diagnostics"]]
+    assert rules[0] == keys and rules[1:] == [*CACHED, *FUNC][:7]  # the rest as they were
+    assert failing["more"] == "... and 1 more"
+    # a list that is not cut keeps its order; a task sharing no word keeps it too
+    (whole,) = actor_context(
+        task=task, evaluation=evaluation(check("pytest", typed_failures(*FUNC, keys)))
+    )["failing"]
+    assert [d["rule"] for d in whole["diagnostics"]] == [*FUNC, keys]
+    (plain,) = actor_context(task="make the tests pass", evaluation=ev)["failing"]
+    assert [d["rule"] for d in plain["diagnostics"]] == [*CACHED, *FUNC][:8]
+
+
+def test_a_cut_failure_list_prefers_the_tests_of_the_failing_module() -> None:
+    raised = Diagnostic("test_failure", "TypeError", file="src/pkg/parser.py", line=3, rule=None)
+    about = "tests/test_parser.py::test_dates"
+    failures = typed_failures(*CACHED, *FUNC, about)
+    ev = evaluation(check("pytest", failures), check("mypy", [raised]))
+    (tests, _) = actor_context(task="make it work", evaluation=ev)["failing"]
+    assert tests["diagnostics"][0]["rule"] == about
+
+
 def test_no_failing_section_without_an_evaluation() -> None:
     context = actor_context()
     assert context["has_failing"] is False and context["failing"] == []

@@ -20,13 +20,7 @@ from ralph.config import load
 from ralph.evaluators.judging import Baseline, CheckBaseline
 from ralph.loop.protect import ProtectedTests, files_of_tests, put_back, spliced
 from ralph.memory.store import MemoryStore
-from ralph.workspace.base import FileChange
-from ralph.workspace.git import GitWorkspace
-from ralph.workspace.snapshot import SnapshotWorkspace
-
-from .conftest import RunCli
-from .fakes.calc_project import git, make_calc_repo
-from .fakes.loop import (
+from ralph.testing import (
     TEST_FILE,
     TEST_TEXT,
     WEAKENED,
@@ -36,6 +30,12 @@ from .fakes.loop import (
     make_loop,
     write,
 )
+from ralph.workspace.base import FileChange
+from ralph.workspace.git import GitWorkspace
+from ralph.workspace.snapshot import SnapshotWorkspace
+
+from .conftest import RunCli
+from .fakes.calc_project import git, make_calc_repo
 
 CHEAT = {TEST_FILE: TEST_TEXT + f"\n{WEAKENED}('the agent gave up')\n"}
 NOTE = f"edited {TEST_FILE}: put back, the edit did not count"
@@ -460,7 +460,8 @@ def test_run_and_resume_take_allow_test_edits(ralph: RunCli) -> None:
 
 def test_a_batch_task_about_the_tests_runs_with_allow_test_edits(tmp_path: Path) -> None:
     from ralph.errors import ConfigError
-    from ralph.loop.batch import Entry, load_tasks
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import load_tasks
 
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(

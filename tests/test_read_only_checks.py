@@ -19,9 +19,9 @@ from ralph.errors import PreflightError
 from ralph.evaluators.base import JudgeContext
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.suite import CheckSuite, make_check
+from ralph.testing import FakeTests, fake_evaluator, make_loop, write
 
 from .conftest import RunCli
-from .fakes.loop import FakeTests, fake_evaluator, make_loop, write
 
 PY = shlex.quote(sys.executable)
 # ruff would delete this uncommitted line with the project's `fix = true`

@@ -30,10 +30,11 @@ from ralph.records import (
     to_json,
 )
 from ralph.reflection import parsing
+from ralph.reflection.base import ReflectionOutcome
 from ralph.reflection.heuristic import heuristic_reflection, success_reflection
 from ralph.reflection.parsing import parse_reflection
 from ralph.reflection.quality import quality_flags
-from ralph.reflection.reflector import ReflectionOutcome, Reflector
+from ralph.reflection.reflector import ModelReflector
 
 GOOD = {
     "reflection_text": (
@@ -157,7 +158,7 @@ def reflect(client: Any, **kw: Any) -> ReflectionOutcome:
     }
     args.update(kw)
     project_root = args.pop("project_root", None)
-    return Reflector(client, project_root=project_root).reflect(**args)
+    return ModelReflector(client, project_root=project_root).reflect(**args)
 
 
 def is_valid_self_reflection(r: SelfReflection) -> bool:

@@ -20,7 +20,7 @@ from ralph.memory.validation import Validation
 from ralph.records import CheckResult
 from ralph.rendering import Rows, to_data
 from ralph.workspace.branches import ChangedFile
-from tests.fakes.loop import record
+from tests.fakes.records import record
 
 
 def drawn(result: Any, *, terminal: bool = False, width: int = 200) -> str:
@@ -193,7 +193,7 @@ def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> No
     pruned = Pruned(False, [item], Path("/m/reflections"))
     assert drawn(pruned).splitlines() == [
         f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
-        "1 loop(s) pruned; their records stay in /m/reflections",
+        "1 loop pruned; their records stay in /m/reflections",
     ]
     assert list(to_data(pruned)) == ["dry_run", "loops"]
     assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"
@@ -258,7 +258,8 @@ def test_a_trace_draws_itself_and_names_an_error_only_when_there_is_one() -> Non
 
 
 def test_a_batch_result_json_is_its_fields_with_every_loop() -> None:
-    from ralph.loop.batch import BatchResult, BatchTask, Entry
+    from ralph.loop.batch import BatchResult, Entry
+    from ralph.loop.tasks_file import BatchTask
 
     entry = Entry(BatchTask("one", "fix it"), "ralph-one-1", status="completed", iteration=2)
     data = to_data(BatchResult(Path("tasks.yaml"), [entry], interrupted=False))
@@ -282,8 +283,9 @@ def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
         "command  claude -p",
         "checks (baseline on the untouched tree):",
         "note: a [note]",
-        "nothing to do: no target fails on the untouched tree (the loop would end at once, "
-        "exit 0, already_green)",
+        "nothing to do: every check passes already, so there is nothing for the loop to fix: "
+        "name what must change with --check NAME or --test CMD, or use --strict (the loop would "
+        "end at once, exit 0, already_green)",
     ]
 
 

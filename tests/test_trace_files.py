@@ -17,10 +17,10 @@ from ralph.actors.base import ActorResult
 from ralph.cli.trace_view import TraceView, trace_view, why_no_steps
 from ralph.errors import StoreError
 from ralph.rendering import to_data
+from ralph.testing import Loop, Step, make_loop
 from ralph.workspace.branches import ChangedFile
 from tests.conftest import RunCli
 from tests.fakes.calc_project import make_calc_repo
-from tests.fakes.loop import Loop, Step, make_loop
 
 LOOP = "ralph-fake-1"
 SAID = "\n".join(f"step {i} of the work" for i in range(1, 31))  # 30 lines: more than kept

@@ -72,7 +72,7 @@ def test_live_footer_shows_the_loops_totals_by_the_one_rule_for_money() -> None:
     from ralph.memory.state import LoopState
     from ralph.records import ModelCall
 
-    from .fakes.loop import record
+    from .fakes.records import record
 
     console = Console(record=True, width=80, force_terminal=True, color_system=None)
     reporter = ui.RichReporter(console)

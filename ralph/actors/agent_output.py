@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 
 from ralph.actors.base import ToolCall
 from ralph.actors.tracing import load_json
+from ralph.glyphs import plural
 
 
 @dataclass
@@ -268,7 +269,9 @@ def _gemini_json(document: dict[str, Any], out: AgentOutput) -> str:
         tokens = _dict(_dict(model).get("tokens"))
         out.add_tokens(tokens.get("prompt"), tokens.get("candidates"))
     for name, info in _dict(_dict(stats.get("tools")).get("byName")).items():
-        out.tool_calls.append(ToolCall(str(name), f"{_dict(info).get('count', '?')} calls"))
+        count = _dict(info).get("count")
+        calls = plural(count, "call") if isinstance(count, int) else "? calls"
+        out.tool_calls.append(ToolCall(str(name), calls))
     if document.get("error"):
         out.error = _message(document.get("error")) or "error"
     response = document.get("response")

@@ -56,7 +56,7 @@ def make_actor(
         from ralph.actors.command import CommandActor
 
         _no_model(model, spec)
-        return CommandActor(rest, actor_args=actor_args, environ=environ)
+        return CommandActor(rest, actor_args=actor_args, environ=environ, base_dir=base_dir)
     if kind in PRESETS and not sep:
         args = with_model(actor_args, model)
         return AgentActor(PRESETS[kind], actor_args=args, environ=environ, base_dir=base_dir)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ralph.escapes import strip_escapes
+from ralph.glyphs import plural
 from ralph.reading import Unreadable, open_regular
 from ralph.redact import redact
 
@@ -31,7 +32,7 @@ def last_lines(text: str, count: int = OUTPUT_LINES, *, cut: bool = False) -> li
 def _clip(line: str) -> str:
     if len(line) <= OUTPUT_LINE_CHARS:
         return line
-    return line[:OUTPUT_LINE_CHARS] + f"… [{len(line) - OUTPUT_LINE_CHARS} more chars]"
+    return line[:OUTPUT_LINE_CHARS] + f"… [{plural(len(line) - OUTPUT_LINE_CHARS, 'more char')}]"
 
 
 def log_tail(path: Path, count: int = OUTPUT_LINES) -> list[str]:

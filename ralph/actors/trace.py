@@ -2,9 +2,8 @@
 and the views the record and the reflector get (built by `tracing`).
 
 A stream that is not JSON, truncated or huge never fails an iteration: the trajectory keeps what
-parsed and counts what did not. Every field is trimmed and redacted,
-the number of steps is capped (head and tail kept) and what was dropped is counted, so
-`NNN/trace.jsonl` stays small and free of secrets.
+parsed and counts what did not. Every field is trimmed and redacted, the number of steps is
+capped (head and tail kept) and what was dropped counted: `NNN/trace.jsonl` small, secret-free.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ralph.actors.tail import OUTPUT_LINES
+from ralph.glyphs import plural
 from ralph.reading import open_regular
 from ralph.redact import redact
 
@@ -119,13 +119,8 @@ class Trajectory:
     def meta(self) -> dict[str, Any]:
         data: dict[str, Any] = {"source": self.source, "steps": len(self.steps)}
         data.update(dropped=self.dropped, unparsed=self.unparsed)
-        if self.error:
-            data["error"] = self.error
-        if self.output:
-            data["output"] = self.output
-        if self.unread:
-            data["unread"] = self.unread
-        return data
+        optional = {"error": self.error, "output": self.output, "unread": self.unread}
+        return data | {key: value for key, value in optional.items() if value}
 
 
 def trim(text: Any, limit: int) -> str | None:
@@ -142,7 +137,7 @@ def trim(text: Any, limit: int) -> str | None:
     if len(raw) <= limit and len(clean) <= limit:
         return clean
     more = max(len(raw), len(clean)) - limit
-    return clean[:limit] + f"… [{more} more chars]"
+    return clean[:limit] + f"… [{plural(more, 'more char')}]"
 
 
 def tool_kind(tool: str) -> str:
@@ -294,7 +289,7 @@ def _text(value: Any) -> str | None:
         return None
     if len(value) <= READ_FIELD_CHARS:
         return value
-    return value[:READ_FIELD_CHARS] + f"… [{len(value) - READ_FIELD_CHARS} more chars]"
+    return value[:READ_FIELD_CHARS] + f"… [{plural(len(value) - READ_FIELD_CHARS, 'more char')}]"
 
 
 def _count(value: Any) -> int:
@@ -407,7 +402,9 @@ def compact(trajectory: Trajectory, *, workdir: Path | None = None) -> str:
             continue
         parts.append(text)
     if trajectory.dropped:
-        parts.insert(min(HEAD_STEPS, len(parts)), f"… {trajectory.dropped} steps left out …")
+        parts.insert(
+            min(HEAD_STEPS, len(parts)), f"… {plural(trajectory.dropped, 'step')} left out …"
+        )
     line = "; ".join(parts)
     if len(line) > COMPACT_CHARS:
         line = line[: COMPACT_CHARS // 2] + " … " + line[-COMPACT_CHARS // 2 :]

@@ -13,7 +13,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from ralph.glyphs import clip
+from ralph.glyphs import clip, plural
 
 # tab10 without its red (red marks a regression), then three darker colours: twelve in all
 COLOURS = (
@@ -182,7 +182,7 @@ def legend(curves: list[Curve]) -> str:
     a single curve, which the heading names."""
     if len(curves) > DISTINCT:
         entries = [
-            LegendEntry(MANY_STYLE, "", "each loop", f"{len(curves)} loops"),
+            LegendEntry(MANY_STYLE, "", "each loop", plural(len(curves), "loop")),
             LegendEntry(MEAN_STYLE, "", "mean", "the mean reward of the loops at each iteration"),
         ]
     else:

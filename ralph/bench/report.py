@@ -58,13 +58,13 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
     arms = summary["arms"]
     used = [a for a in arms if a["counted_runs"]]
     lines = [
-        f"{a['arm']}: {a['failed_runs']} of {a['runs']} runs could not run (see each loop's"
-        " error in --json); its figures measure nothing and no difference is given"
+        f"{a['arm']}: {a['failed_runs']} of {plural(a['runs'], 'run')} could not run"
+        " (see each loop's error in --json); its figures measure nothing and no difference is given"
         for a in arms
         if a.get("failed_runs")
     ]
     partial = [
-        f"{a['tokens_known_runs']} of {a['counted_runs']} runs of {a['arm']}"
+        f"{a['tokens_known_runs']} of {plural(a['counted_runs'], 'run')} of {a['arm']}"
         for a in used
         if _partial_tokens(a)
     ]
@@ -76,7 +76,7 @@ def footnotes(summary: dict[str, Any]) -> list[str]:
     if any(a["tokens"] is None for a in used):
         lines.append(f"{UNKNOWN} tokens: no run of the arm reported any")
     unpriced = [
-        f"{a['cost_known_runs']} of {a['counted_runs']} runs of {a['arm']}"
+        f"{a['cost_known_runs']} of {plural(a['counted_runs'], 'run')} of {a['arm']}"
         for a in used
         if a["cost_usd"] is None
     ]

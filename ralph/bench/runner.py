@@ -32,7 +32,8 @@ from typing import Any
 from ralph.errors import ConfigError, PreflightError, StoreError
 from ralph.files import atomic_write_json, read_json
 from ralph.ids import new_loop_id
-from ralph.loop.batch import BatchTask, BatchView, Entry, load_tasks, slug
+from ralph.loop.batch import BatchView, Entry
+from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.state import Totals
 from ralph.memory.store import MemoryStore, parse_state
 from ralph.records import known_sum, sum_costs, utc_now

@@ -122,7 +122,7 @@ class AnalysisView:
                     table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
                 yield table
         if a.invalid_files:
-            yield Text(f"{len(a.invalid_files)} invalid file(s), skipped:", style="yellow")
+            yield Text(f"{plural(len(a.invalid_files), 'invalid file')}, skipped:", style="yellow")
             for f in a.invalid_files[:20]:
                 yield Text(f"  {f.path}: {f.reason}")
 
@@ -157,7 +157,9 @@ def _loops(a: Analysis, wide: bool) -> Iterator[Any]:
         table.add_row(*cells)
     yield table
     if len(a.loops) > MAX_ROWS:
-        yield Text(f"{len(a.loops) - MAX_ROWS} older loop(s) not shown; see --csv", style="dim")
+        yield Text(
+            f"{plural(len(a.loops) - MAX_ROWS, 'older loop')} not shown; see --csv", style="dim"
+        )
 
 
 def _success(a: Analysis) -> Iterator[Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.cli.common import console
 from ralph.cli.live import PlainReporter, is_ci
-from ralph.glyphs import changed_text, clip, sparkline
+from ralph.glyphs import changed_text, clip, plural, sparkline
 from ralph.loop.batch import BatchView
 from ralph.rendering import reward_text
 
@@ -28,8 +28,7 @@ class PlainView:
         self.out = PlainReporter(sys.stderr)
 
     def begin(self, entries: list[Entry], jobs: int) -> None:
-        todo = sum(1 for e in entries if e.phase == "queued")
-        self.out.line(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+        self.out.line(_headline(entries, jobs))
         for entry in entries:
             if entry.phase == "done":
                 self.out.line(f"[{entry.task.name}] {entry.loop_id} {entry.status} earlier")
@@ -47,7 +46,12 @@ class PlainView:
             for text in summary_lines(entry):
                 self.out.line(f"[{entry.task.name}] {text}")
         green = sum(1 for e in entries if e.status == "completed")
-        self.out.line(f"batch: {green}/{len(entries)} loops green")
+        self.out.line(f"batch: {green}/{plural(len(entries), 'loop')} green")
+
+
+def _headline(entries: list[Entry], jobs: int) -> str:
+    todo = sum(1 for e in entries if e.phase == "queued")
+    return f"batch: {plural(len(entries), 'task')}, {todo} to run, at most {jobs} at once"
 
 
 def summary_lines(entry: Entry) -> list[str]:
@@ -59,6 +63,8 @@ def summary_lines(entry: Entry) -> list[str]:
     if entry.error:
         head += f": {clip(entry.error, 200)}"
     lines = [head]
+    if entry.held_back:
+        lines.append(f"  why     {entry.held_back}")
     if entry.branch:
         lines.append(f"  branch  {entry.branch}")
     if entry.changes_read:
@@ -84,8 +90,7 @@ class LiveView(PlainView):
         self.entries = entries
         self.live.start()
         self.live.update(self._table())
-        todo = sum(1 for e in entries if e.phase == "queued")
-        self.console.print(f"batch: {len(entries)} tasks, {todo} to run, at most {jobs} at once")
+        self.console.print(_headline(entries, jobs))
 
     def event(self, entry: Entry | None, text: str) -> None:
         if entry is None or entry.error or entry.phase == "done":

@@ -21,6 +21,7 @@ from ralph.cli.common import ConfigOpt, show
 from ralph.cli.diagnosis import Diagnosis, Row
 from ralph.cli.loops import CheckOpt, ModelOpt, RunActorOpt, RunReflectorOpt, TestOpt, run_flags
 from ralph.errors import PreflightError, RalphError, StoreError
+from ralph.glyphs import plural
 
 if TYPE_CHECKING:
     from ralph.memory.state import LoopState
@@ -142,6 +143,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
     from ralph.evaluators.describe import check_summary
     from ralph.evaluators.suite import CheckSuite
     from ralph.evaluators.tools import runnable_checks
+    from ralph.loop.announce import NAME_WHAT_MUST_CHANGE
     from ralph.loop.assembly import make_evaluator
 
     try:
@@ -193,7 +195,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
                 "green",
                 "no target fails: a loop would end at once (already_green)",
                 None,
-                "name what must change with --test or --check, or --strict",
+                NAME_WHAT_MUST_CHANGE,
             )
     return [rows[c.spec.name] for c in suite.checks] + ([rows["(all)"]] if "(all)" in rows else [])
 
@@ -309,7 +311,7 @@ def _memory_row(store: Any) -> Row:
     loops = store.loop_ids()
     running = sorted(store.running_loops())
     now = f"; running: {', '.join(running)}" if running else ""
-    return Row("memory", ".aiwg/ralph", "ok", f"{base}: {len(loops)} loops{now}")
+    return Row("memory", ".aiwg/ralph", "ok", f"{base}: {plural(len(loops), 'loop')}{now}")
 
 
 def _sandbox_row(mode: str) -> Row:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ralph.glyphs import changed_text, clip, sparkline
+from ralph.glyphs import changed_text, clip, plural, sparkline
 from ralph.redact import redact
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class PlainReporter:
         best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
         self.line(
             f"loop {result.loop_id} {result.status} ({result.stop_reason}): "
-            f"{result.iterations} iterations, best reward {best} {curve}"
+            f"{plural(result.iterations, 'iteration')}, best reward {best} {curve}"
         )
         if result.message:
             self.line(result.message)
@@ -365,8 +365,8 @@ def write_step_summary(result: LoopResult) -> None:
     lines = [
         f"### ralph: {result.loop_id}",
         "",
-        f"**{result.status}** ({result.stop_reason}) after {result.iterations} iterations, "
-        f"best reward {best}",
+        f"**{result.status}** ({result.stop_reason}) after "
+        f"{plural(result.iterations, 'iteration')}, best reward {best}",
         "",
         *_summary_branch(result),
         "| iteration | reward |",

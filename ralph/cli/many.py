@@ -35,7 +35,7 @@ def batch_command(
         Path,
         typer.Argument(
             metavar="TASKS_FILE",
-            help="YAML list of tasks: task, and name, test, checks, actor, ...",
+            help="The tasks (YAML): a list, or a mapping with `tasks:` and `defaults:`; below.",
         ),
     ],
     jobs: Annotated[
@@ -55,7 +55,43 @@ def batch_command(
     sandbox_write: SandboxWriteOpt = None,
     pass_env: PassEnvOpt = None,
 ) -> None:
-    """Run many tasks on this repository, each a loop in a git worktree of its own."""
+    """Run many tasks on this repository, each a loop in a git worktree of its own.
+
+    TASKS_FILE is YAML: a list of tasks, or a mapping with `tasks:` (that list) and
+    `defaults:` (keys every task gets unless it sets them: test, checks, actor,
+    max_iterations, allow_test_edits). A task is its text as a bare string, or a mapping:
+
+    \b
+      task              what to do (required; at most 32,000 characters)
+      name              unique; names its loop and branch (default: from the task)
+      test              the tests this task must make pass: its target. The
+                        configured checks still run, as guards: no test that
+                        passed may fail, no new finding (a check whose config
+                        sets `role:` keeps it)
+      checks            instead of the configured checks: a name (pytest, mypy,
+                        ruff, a configured check's), a command, or a mapping
+                        like config.yaml's {name, command, parser, weight,
+                        timeout, role}; one or a list. Without `role:`, a target
+      actor             who changes the code: claude, codex, cmd:/abs/agent.sh
+      max_iterations    attempts before the loop gives up (default: the config's)
+      allow_test_edits  true: the task is about the tests; its edits of them count
+
+    A task with neither `test` nor `checks` is judged by the configured checks alone:
+    every test failing before the loop is its target, the other tasks' too. Every task's
+    actor and checks are checked before any loop starts.
+
+    \b
+    Example:
+      defaults: {actor: claude, max_iterations: 5}
+      tasks:
+        - name: dates
+          task: fix the failing date parser tests
+          test: pytest -q tests/test_dates.py
+        - name: lint
+          task: make ruff clean on src/api
+          checks: [ruff check src/api, {name: pytest, role: guard}]
+        - make mypy pass
+    """
     from ralph.cli.batch_view import make_view
     from ralph.loop import batch
 

@@ -222,7 +222,7 @@ def reflections_export(
     total = sum(n for _, n in counts)
     where = zip_file if zip_file is not None else folder
     console(stderr=True).print(
-        f"exported {total} records of {plural(len(counts), 'loop')} to {where}",
+        f"exported {plural(total, 'record')} of {plural(len(counts), 'loop')} to {where}",
         markup=False,
         soft_wrap=True,
     )

@@ -7,6 +7,7 @@ trace, else read from actor.log) and one line saying why there are no steps."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from ralph.errors import RalphError, StoreError
 from ralph.glyphs import plural, spans
 from ralph.ids import validate_loop_id
 from ralph.reading import Unreadable
-from ralph.rendering import lines
+from ralph.rendering import lines, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -198,6 +199,7 @@ class TraceView:
         times = [w for w in (_when(s.ts) for s in trajectory.steps) if w is not None]
         start = min(times) if times else None
         count = plural(len(trajectory.steps), "step")
+        say = lines if console.is_terminal else _whole_lines  # a pipe: nothing wrapped
         if self.why_no_steps is not None and not trajectory.steps:
             title = f"{self.loop_id} iteration {self.iteration} ({trajectory.source})"
         else:
@@ -207,22 +209,29 @@ class TraceView:
             if trajectory.steps:
                 yield _table(trajectory, start)
         else:
-            yield from lines(title)
+            yield from say(title)
             for i, step in enumerate(trajectory.steps, 1):
-                yield from lines(*_plain_step(i, step, start))
+                yield from say(*_plain_step(i, step, start))
         if trajectory.dropped:
-            yield from lines(f"{trajectory.dropped} steps left out to bound the trace")
+            yield from say(f"{plural(trajectory.dropped, 'step')} left out to bound the trace")
         if trajectory.unparsed:
-            yield from lines(f"{trajectory.unparsed} lines of output were not JSON")
+            yield from say(f"{plural(trajectory.unparsed, 'line')} of output not JSON")
         if trajectory.error:
-            yield from lines(f"parsing stopped: {trajectory.error}")
+            yield from say(f"parsing stopped: {trajectory.error}")
         if trajectory.unread:
-            yield from lines(
-                f"{trajectory.unread} more lines not read: a trace shows at most {READ_STEPS} steps"
+            yield from say(
+                f"{plural(trajectory.unread, 'more line')} not read: "
+                f"a trace shows at most {READ_STEPS} steps"
             )
         if self.why_no_steps is not None:
-            yield from lines(self.why_no_steps, *_files_lines(self.changed_files))
-            yield from lines(*_output_lines(self.last_output))
+            yield from say(self.why_no_steps, *_files_lines(self.changed_files))
+            yield from say(*_output_lines(self.last_output))
+
+
+def _whole_lines(*texts: str) -> Iterator[Any]:
+    """Lines a pipe gets whole: rich would wrap them at 80 columns, a path in the middle."""
+    for text in texts:
+        yield whole(text)
 
 
 def _title(text: str) -> Any:

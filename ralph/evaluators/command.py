@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.glyphs import plural
 from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
 
@@ -253,7 +254,7 @@ def stored_text(text: str, limit: int = STORED_CHARS) -> str | None:
         return text
     head, tail = limit // 4, limit - limit // 4
     elided = len(text) - head - tail
-    return f"{text[:head]}\n[... {elided} characters elided by ralph ...]\n{text[-tail:]}"
+    return f"{text[:head]}\n[... {plural(elided, 'character')} elided by ralph ...]\n{text[-tail:]}"
 
 
 def output_tail(res: ProcessResult, lines: int = TAIL_LINES) -> str:

@@ -60,13 +60,13 @@ def check_summary(outcome: CheckOutcome) -> str:
     m = outcome.metrics
     if m.tests_total:
         failed = m.tests_failed if m.tests_failed is not None else outcome.error_count
-        return f"{failed} of {m.tests_total} tests failed"
+        return f"{failed} of {plural(m.tests_total, 'test')} failed"
     if outcome.result.status == "error" and not outcome.errors:
         code = outcome.result.exit_code
         return "the check itself errored" + (f" (exit code {code})" if code is not None else "")
     n = outcome.error_count
     if n:
-        return f"{n} error{'s' if n != 1 else ''}"
+        return plural(n, "error")
     code = outcome.result.exit_code
     return f"exit code {code}" if code is not None else "failed"
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.verdicts import Baseline, CheckBaseline, CheckVerdict, Kind
+from ralph.glyphs import plural
 from ralph.records import shown_reward
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def _guard_why(spec: CheckSpec, status: str, count: int) -> str:
         return "could not run on the untouched tree: not judged (--strict judges it)"
     kind = check_kind(spec)
     noun = {"tests": "failing test", "diagnostics": "finding"}.get(kind)
-    what = f"{count} {noun}{'s' if count != 1 else ''}" if noun else "failing"
+    what = plural(count, noun) if noun else "failing"
     return f"{what} before the loop, not your task: no new ones allowed"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ralph.glyphs import plural
+
 if TYPE_CHECKING:
     from ralph.evaluators.base import CheckOutcome, Evaluation
     from ralph.evaluators.judging import Baseline
@@ -73,17 +75,22 @@ def _failing_units(outcome: CheckOutcome) -> str:
     """`3 failing tests`, `12 findings` or `failing`: what a target must fix, counted."""
     if outcome.spec.parser == "pytest":
         n = sum(1 for e in outcome.errors if e.type == "test_failure") or outcome.error_count
-        return f"{n} failing test{'s' if n != 1 else ''}"
+        return plural(n, "failing test")
     n = outcome.error_count
-    return f"{n} finding{'s' if n != 1 else ''}" if n else "failing"
+    return plural(n, "finding") if n else "failing"
+
+
+# what to do when no check gives the loop work: said by the loop, `--dry-run` and `ralph doctor`
+NAME_WHAT_MUST_CHANGE = "name what must change with --check NAME or --test CMD, or use --strict"
 
 
 def green_message(evaluation: Evaluation) -> str:
-    """Why a loop ends before it starts; names the guards that fail, which are not the task."""
+    """Why a loop ends before it starts, in words a newcomer acts on; names the guards that
+    fail, which are not the task."""
     failing = [o.spec.name for o in evaluation.outcomes if not o.passed]
     if not failing:
-        return "all checks already pass"
-    return (
-        f"no target fails: {', '.join(failing)} failed before the loop and only must not get "
-        "worse; name the check to work on with --check NAME or --test CMD, or use --strict"
-    )
+        why = "every check passes already"
+    else:
+        names = ", ".join(failing)
+        why = f"no target fails: {names} failed before the loop and only must not get worse"
+    return f"{why}, so there is nothing for the loop to fix: {NAME_WHAT_MUST_CHANGE}"

@@ -8,20 +8,18 @@ green and the iterations whose work is in the applied tree, each with the agent'
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ralph.loop.rollback import kept_iterations
 from ralph.memory.state import LoopState
-from ralph.records import IterationRecord
+from ralph.records import IterationRecord, actor_said
 
 SUBJECT_CHARS = 72
 BODY_WIDTH = 72
 TASK_CHARS = 2000
 SUMMARY_CHARS = 200
-NO_SUMMARY = re.compile(r"^The actor .* without a summary of its own\.$")  # loop/iteration.py
 
 
 def apply_message(
@@ -66,9 +64,9 @@ def turned_green(
 
 
 def _iteration_line(record: IterationRecord) -> str:
-    said = record.actor_output.rationale.strip()
+    said = actor_said(record.actor_output.rationale)
     first = said.splitlines()[0].strip() if said else ""
-    if not first or NO_SUMMARY.match(first):
+    if not first:
         files = [a.file_path for a in record.actor_output.actions if a.file_path]
         first = f"changed {', '.join(dict.fromkeys(files))}" if files else "changed the code"
     text = f"- iteration {record.iteration}: {_cut(first, SUMMARY_CHARS)}"

@@ -28,7 +28,7 @@ from ralph.redact import redact
 if TYPE_CHECKING:
     from ralph.evaluators.base import JudgeContext
     from ralph.evaluators.suite import CheckSuite
-    from ralph.reflection.reflector import Reflector
+    from ralph.reflection.reflector import ModelReflector
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -48,20 +48,20 @@ def make_evaluator(settings: Settings, judging: JudgeContext | None = None) -> C
 
 def make_reflector(
     settings: Settings, actor: Any, root: Path, environ: Mapping[str, str]
-) -> Reflector:
+) -> ModelReflector:
     """--reflector PROVIDER:MODEL, `heuristic`, or by default the actor's own model."""
     from ralph.actors.registry import NO_DEADLINE, reflector_client
-    from ralph.reflection.reflector import Reflector
+    from ralph.providers.registry import make_client
+    from ralph.reflection.reflector import ModelReflector
 
     spec, timeout = settings.reflector, settings.reflector_timeout  # --reflector-timeout
     if spec == "heuristic":
-        return Reflector(None, project_root=root)
+        return ModelReflector(None, project_root=root)
     if spec:
-        from ralph.providers.registry import make_client
-
         client = make_client(spec, environ=environ, deadline=timeout or NO_DEADLINE)
-        return Reflector(client, project_root=root)
-    return Reflector(reflector_client(actor, environ=environ, timeout=timeout), project_root=root)
+        return ModelReflector(client, project_root=root)
+    own = reflector_client(actor, environ=environ, timeout=timeout)
+    return ModelReflector(own, project_root=root)
 
 
 def build_parts(

@@ -6,14 +6,8 @@ process of its own, so every loop has its own branch, lock, Ctrl-C handling and 
 the `--worktree` machinery of `ralph run`, not a second one. All loops record into this
 repository's memory, so the lessons of a loop that finished are there for the loops after it.
 
-The tasks file is YAML: a list of tasks, or `{defaults: {...}, tasks: [...]}`. A task is a
-mapping with `task` (the text) and optionally `name` (unique; default: from the task),
-`test`, `checks` (names or commands), `actor` and `max_iterations`; a bare string is a task.
-Any mistake is one line naming the entry, and nothing starts: every task is checked before the
-first loop is launched, including what would stop its process from starting (a NUL character,
-a task over `MAX_TASK_CHARS`). A task is redacted (ralph.redact) as it is read, as `ralph run`
-redacts its own: the name, loop id and branch derived from it, the loop's command line and
-`--json` never carry a token written into the task.
+The tasks file and its checks are loop/tasks_file.py's; every task is checked before the first
+loop is launched.
 
 Which loop belongs to which task is kept in `.aiwg/ralph/loops/batches/<file>-<hash>.json`
 (local, like loop state), so `--resume` continues the paused and crashed loops of that file and
@@ -23,10 +17,8 @@ starts the tasks that never started; finished loops are reported as they are.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import hashlib
 import os
-import re
 import signal
 import sys
 import threading
@@ -36,146 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ralph.errors import ConfigError, PreflightError, StoreError
+from ralph import config
+from ralph.errors import PreflightError, StoreError
 from ralph.escapes import strip_escapes
 from ralph.files import atomic_write_json, read_json
 from ralph.glyphs import plural
 from ralph.ids import new_loop_id
+from ralph.loop.task_checks import held_back, loop_env
+from ralph.loop.tasks_file import BatchTask, load_tasks, slug
 from ralph.memory.store import MemoryStore, parse_state
-from ralph.redact import redact
 
 if TYPE_CHECKING:
+    from ralph.memory.state import LoopState
     from ralph.process import Child
 
-TASK_KEYS = ("name", "task", "test", "checks", "actor", "max_iterations", "allow_test_edits")
-DEFAULT_KEYS = ("test", "checks", "actor", "max_iterations", "allow_test_edits")
 POLL_SECONDS = 0.5
-# A task travels as one command-line argument of `ralph run`: Linux refuses one over 128 KiB
-# (E2BIG). A task is a paragraph or a page; anything longer belongs in a file the task names.
-MAX_TASK_CHARS = 32_000
-EXAMPLE = "- {name: parser, task: 'fix the date parser', test: 'pytest -q tests/test_dates.py'}"
-
-
-class TasksFileError(ConfigError):
-    """A tasks file that cannot be run as written."""
-
-
-@dataclass(frozen=True)
-class BatchTask:
-    name: str
-    task: str
-    test: str | None = None
-    checks: tuple[str, ...] = ()
-    actor: str | None = None
-    max_iterations: int | None = None
-    allow_test_edits: bool = False  # a task about the tests (loop/protect.py)
-
-
-# --- the tasks file ----------------------------------------------------------------------------
-
-
-def load_tasks(path: Path) -> list[BatchTask]:
-    """The tasks of `path`, or TasksFileError naming the first entry that is wrong."""
-    import yaml
-
-    from ralph.config import load_yaml
-
-    try:
-        data = load_yaml(path.read_text("utf-8"))  # a key given twice: refused
-    except OSError as exc:
-        raise TasksFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise TasksFileError(f"{path}: cannot read YAML: {first}") from None
-    defaults: dict[str, Any] = {}
-    if isinstance(data, dict):
-        for key in data:
-            if key not in ("tasks", "defaults"):
-                raise TasksFileError(
-                    f"{path}: unknown top-level key {key!r}",
-                    hint="a tasks file is a list of tasks, or {defaults: {...}, tasks: [...]}",
-                )
-        defaults = _fields(path, "defaults", data.get("defaults") or {}, DEFAULT_KEYS)
-        data = data.get("tasks")
-    if not isinstance(data, list) or not data:
-        raise TasksFileError(f"{path}: no tasks", hint=f"a list of tasks, e.g. {EXAMPLE}")
-    tasks: list[BatchTask] = []
-    seen: dict[str, int] = {}
-    for number, raw in enumerate(data, start=1):
-        entry = {"task": raw} if isinstance(raw, str) else raw
-        name = entry.get("name") if isinstance(entry, dict) else None
-        label = f"task {number}" + (f" ({name!r})" if isinstance(name, str) else "")
-        if not isinstance(entry, dict):
-            raise TasksFileError(
-                f"{path}: {label}: expected a mapping with a `task`, got {type(raw).__name__}",
-                hint=f"e.g. {EXAMPLE}",
-            )
-        fields = _fields(path, label, entry, TASK_KEYS)
-        if "task" not in fields:
-            raise TasksFileError(f"{path}: {label}: missing `task`", hint=f"e.g. {EXAMPLE}")
-        if len(fields["task"]) > MAX_TASK_CHARS:
-            raise TasksFileError(
-                f"{path}: {label}: the task is {len(fields['task']):,} characters, over the "
-                f"limit of {MAX_TASK_CHARS:,}",
-                hint="put the details in a file of the repository and name it in the task",
-            )
-        fields["task"] = redact(fields["task"])
-        fields["name"] = redact(fields["name"]) if "name" in fields else slug(fields["task"])
-        if fields["name"] in seen:
-            raise TasksFileError(
-                f"{path}: {label}: duplicate name {fields['name']!r} "
-                f"(task {seen[fields['name']]} has it too)",
-                hint="give each task a `name` of its own",
-            )
-        seen[fields["name"]] = number
-        tasks.append(BatchTask(**{**defaults, **fields}))
-    return tasks
-
-
-def _fields(path: Path, label: str, entry: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise TasksFileError(f"{path}: {label}: expected a mapping, got {type(entry).__name__}")
-    fields: dict[str, Any] = {}
-    for raw_key, value in entry.items():
-        key = str(raw_key).replace("-", "_")
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            raise TasksFileError(
-                f"{path}: {label}: unknown key {raw_key!r}",
-                hint=f"did you mean {close[0]!r}?" if close else f"known: {', '.join(allowed)}",
-            )
-        fields[key] = _checked(path, label, key, value)
-    return fields
-
-
-def _checked(path: Path, label: str, key: str, value: Any) -> Any:
-    def wrong(expected: str) -> TasksFileError:
-        return TasksFileError(f"{path}: {label}: `{key}` must be {expected}, got {value!r}")
-
-    if key == "max_iterations":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise wrong("a whole number of at least 1")
-        return value
-    if key == "allow_test_edits":
-        if not isinstance(value, bool):
-            raise wrong("true or false")
-        return value
-    if key == "checks":
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
-            raise wrong("a check name or command, or a list of them")
-        if any("\x00" in i for i in items):
-            raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
-        return tuple(items)
-    if not isinstance(value, str) or not value.strip():
-        raise wrong("a non-empty string")
-    if "\x00" in value:  # no process can be given it as an argument
-        raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
-    return value
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-") or "task"
 
 
 # --- the plan ----------------------------------------------------------------------------------
@@ -200,6 +67,9 @@ class Entry:
     worktree: str | None = None
     changed_files: list[dict[str, Any]] | None = None  # read once the loop has finished
     changes_read: bool = False
+    # the task's `test` and `checks` for its `ralph run` (loop/task_checks.py), set by Batch
+    checks_env: dict[str, str] = field(default_factory=dict)
+    held_back: str | None = None  # a failed loop: why, in the task's terms (task_checks)
 
     def env(self) -> dict[str, str]:
         """Variables the loop's process gets on top of ralph's own environment."""
@@ -213,10 +83,7 @@ class Entry:
             return [*ralph, "resume", self.loop_id, "--json", "--quiet", *extra]
         argv = [*ralph, "run", "--worktree", "--loop-id", self.loop_id]
         argv += ["--json", "--quiet", *extra]
-        argv += ["--test", self.task.test] if self.task.test else []
         argv += ["--actor", self.task.actor] if self.task.actor else []
-        for check in self.task.checks:
-            argv += ["--check", check]
         argv += ["--allow-test-edits"] if self.task.allow_test_edits else []
         # last, after `--`: a task like "--help me" is the task, not a flag
         return [*argv, *self.run_flags(), "--", self.task.task]
@@ -241,6 +108,7 @@ class Entry:
             from ralph.loop.result import changed_files, files_json
 
             self.changed_files, self.changes_read = files_json(changed_files(store, state)), True
+            self.held_back = _held_back(store, state, self.task)
         return moved
 
     def to_json(self) -> dict[str, Any]:
@@ -259,7 +127,17 @@ class Entry:
             "changed_files": self.changed_files,
             "exit_code": self.exit_code,
             "error": self.error,
+            "held_back": self.held_back,
         }
+
+
+def _held_back(store: MemoryStore, state: LoopState, task: BatchTask) -> str | None:
+    if state.status != "failed" or not state.best_iteration:
+        return None
+    try:
+        return held_back(store.read_record(state.loop_id, state.best_iteration), task)
+    except StoreError:
+        return None
 
 
 def batch_file(store: MemoryStore, tasks_path: Path) -> Path:
@@ -268,18 +146,23 @@ def batch_file(store: MemoryStore, tasks_path: Path) -> Path:
     return store.base / "loops" / "batches" / f"{slug(resolved.stem)}-{digest}.json"
 
 
-def plan(store: MemoryStore, tasks: list[BatchTask], tasks_path: Path, resume: bool) -> list[Entry]:
-    """An entry per task: a new loop, or with `resume` the loop this file started before."""
+def earlier_loops(store: MemoryStore, tasks_path: Path) -> dict[str, str]:
+    """The loop of each task name that this tasks file started before (`--resume`)."""
     record = batch_file(store, tasks_path)
-    earlier: dict[str, str] = {}
-    if resume:
-        if not record.exists():
-            raise StoreError(
-                f"no earlier batch of {tasks_path} to resume",
-                hint=f"start it: `ralph batch {tasks_path}`",
-            )
-        data = read_json(record)
-        earlier = dict(data.get("loops") or {}) if isinstance(data, dict) else {}
+    if not record.exists():
+        raise StoreError(
+            f"no earlier batch of {tasks_path} to resume",
+            hint=f"start it: `ralph batch {tasks_path}`",
+        )
+    data = read_json(record)
+    return dict(data.get("loops") or {}) if isinstance(data, dict) else {}
+
+
+def plan(
+    store: MemoryStore, tasks: list[BatchTask], tasks_path: Path, earlier: dict[str, str]
+) -> list[Entry]:
+    """An entry per task: a new loop, or the loop this file started before (`earlier`)."""
+    record = batch_file(store, tasks_path)
     entries = []
     for task in tasks:
         entry = Entry(task, earlier.get(task.name) or new_loop_id(task.name))
@@ -342,6 +225,9 @@ class Batch:
         # like Ctrl-C (as `ralph abort` does); otherwise with SIGINT, a Ctrl-C.
         ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         self.stop_signal = signal.SIGTERM if ignored else signal.SIGINT
+        configured = config.load(root)
+        for entry in entries:
+            entry.checks_env = loop_env(entry.task, configured)
 
     def run(self, jobs: int) -> bool:
         """True when interrupted."""
@@ -385,7 +271,7 @@ class Batch:
             result = process.run(
                 entry.argv(),
                 cwd=self.root,
-                env=entry.env(),
+                env={**entry.checks_env, **entry.env()},
                 on_start=lambda proc: self._started(entry, proc),
             )
         except (OSError, ValueError) as exc:  # validated before: a limit of this machine
@@ -471,6 +357,7 @@ def run_batch(
     cwd: Path | None = None,
 ) -> BatchResult:
     """Validate the tasks file, then run its loops; nothing starts when the file is wrong."""
+    from ralph.loop.batch_preflight import preflight_tasks
     from ralph.workspace.locate import find_repo_root
 
     tasks = load_tasks(tasks_path)
@@ -483,16 +370,20 @@ def run_batch(
         )
     root = MemoryStore.discover(top).root
     store = MemoryStore(root)
+    earlier = earlier_loops(store, tasks_path) if resume else {}
+    preflight_tasks(root, tasks, config.load(root))  # nothing starts unless every task can
     if not resume:  # a resumed batch's new loops check themselves
         check_parity_once(root, tasks, view)
-    entries = plan(store, tasks, tasks_path, resume)
+    entries = plan(store, tasks, tasks_path, earlier)
     _note_dirty(root, view)
+    _note_unscoped(tasks, view)
     interrupted = Batch(root, store, entries, view).run(jobs or os.cpu_count() or 1)
     if interrupted:
         saved = sum(1 for e in entries if e.status in ("paused", "crashed", "not started"))
         view.event(
             None,
-            f"interrupted: {saved} loops can go on; `ralph batch --resume {tasks_path}` does that",
+            f"interrupted: {plural(saved, 'loop')} can go on; "
+            f"`ralph batch --resume {tasks_path}` does that",
         )
     return BatchResult(tasks_path, entries, interrupted)
 
@@ -500,16 +391,28 @@ def run_batch(
 def check_parity_once(root: Path, tasks: list[BatchTask], view: BatchView) -> None:
     """Tests that import in the checkout but not in a fresh worktree stop a batch (or a bench)
     before any loop spends anything (loop/parity.py): all tasks share the repository, so once."""
-    from ralph import config
     from ralph.loop.parity import batch_needs_probe, probe_batch
+    from ralph.loop.task_checks import task_settings
 
-    settings = [
-        config.load(root, {"test": task.test, "checks": list(task.checks) or None})
-        for task in tasks
-    ]
+    configured = config.load(root)
+    settings = [task_settings(root, task, configured) for task in tasks]
     if batch_needs_probe(root, settings):
         view.event(None, "checking that the tests import in a fresh worktree as in your checkout")
         probe_batch(root, settings)
+
+
+def _note_unscoped(tasks: list[BatchTask], view: BatchView) -> None:
+    """Several tasks, some judged by the configured checks alone: each of those loops has every
+    failing test as its target, the other tasks' bugs too, which a person must be told."""
+    unscoped = [task.name for task in tasks if task.test is None and not task.checks]
+    if len(tasks) > 1 and unscoped:
+        view.event(
+            None,
+            f"without `test:` or `checks:`: {plural(len(unscoped), 'task')} "
+            f"({', '.join(unscoped)}); each such loop must make every failing test pass, the "
+            "other tasks' too (a task's `test:` makes its own tests its target, and the "
+            "configured checks then guard it)",
+        )
 
 
 def _note_dirty(root: Path, view: BatchView) -> None:

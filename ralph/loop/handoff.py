@@ -2,8 +2,9 @@
 
 Both are implicit feedback (memory/feedback.py): applying a loop that succeeded counts as
 accepted (a failed loop's work is applied only when asked for by `--iteration N` or `--force`,
-and never counts); pruning the branch of a loop that was neither applied nor merged counts as
-not taken. A person's explicit `ralph feedback` always wins over either.
+and never counts, though `prune` then knows it was applied: `applied.json`); pruning the
+branch of a loop that was neither applied nor merged counts as not taken. A person's explicit
+`ralph feedback` always wins over either.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ralph.errors import PreflightError, StoreError
+from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.rendering import lines, whole
-from ralph.workspace.base import GitState, GivenBack, name_some
+from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
 from ralph.workspace.branches import Branches
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
 FINISHED = ("completed", "failed", "aborted")
+APPLIED_FILE = "applied.json"  # in the loop's folder: `ralph apply` brought its work (`prune`)
 
 
 @dataclass
@@ -46,7 +49,7 @@ class ApplyOutcome:
         if not self.files and not self.conflicts:
             yield from lines(f"nothing to apply: this branch has {where} already")
             return
-        count = f"{len(self.files)} file{'' if len(self.files) == 1 else 's'}"
+        count = plural(len(self.files), "file")
         yield whole(f"applied {where}: {count}, staged, not committed")
         yield from lines(*(f"  {name}" for name in self.files[:20]))
         if len(self.files) > 20:
@@ -134,6 +137,7 @@ def apply_loop(
     if applied.files or applied.conflicts:
         from ralph.loop.apply_message import apply_message
 
+        _note_applied(store, state.loop_id, chosen, commit)
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))
@@ -155,14 +159,35 @@ def apply_loop(
     )
 
 
+def let_go(workspace: Workspace, state: LoopState) -> GivenBack | None:
+    """What a loop holds of the user's tree (`--allow-dirty`) once it stops: an ended loop gives
+    it back (their branch, their uncommitted work); a paused one still holds it and says how
+    to get it back."""
+    if state.git is None:
+        return None
+    if state.status in FINISHED:
+        return workspace.end_loop(state.git)
+    note = state.git.user_changes_note()
+    return GivenBack(note, restored=False) if note else None
+
+
 def give_back(store: MemoryStore, state: LoopState) -> GivenBack | None:
-    """An ended loop's hold on the user's tree let go (`--allow-dirty`: their branch and
-    uncommitted work back), for `ralph abort` of a loop that was not running to do it itself."""
+    """`ralph abort` of a loop that was not running lets go of the user's tree in its place."""
     from ralph.workspace.git import GitWorkspace
 
     if state.git is None or not state.git.user_changes or state.git.worktree:
         return None
-    return GitWorkspace(store.root).end_loop(state.git)
+    return let_go(GitWorkspace(store.root), state)
+
+
+def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:
+    """`loops/<id>/applied.json`: this loop's work was taken, whatever its feedback says (a
+    failed loop's apply is no verdict), so `prune` does not count it as not taken."""
+    from ralph.files import atomic_write_json
+    from ralph.records import utc_now
+
+    data = {"iteration": iteration, "commit": commit, "timestamp": utc_now()}
+    atomic_write_json(store.loop_dir(loop_id) / APPLIED_FILE, data)
 
 
 def _changes(branches: Branches, git: GitState, commit: str) -> bool:
@@ -224,14 +249,14 @@ class Pruned:
             if item.branch:
                 what.append(f"branch {item.branch} (was {(item.branch_commit or '')[:12]})")
             if item.rescue_refs:
-                what.append(f"{len(item.rescue_refs)} rescue ref(s)")
+                what.append(plural(len(item.rescue_refs), "rescue ref"))
             taken = ", not taken" if item.not_taken else ""
             yield whole(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
         gone = [item for item in self.loops if not item.kept]
         if not gone:
             yield from lines("nothing to prune")
         elif not self.dry_run:
-            yield whole(f"{len(gone)} loop(s) pruned; their records stay in {self.records}")
+            yield whole(f"{plural(len(gone), 'loop')} pruned; their records stay in {self.records}")
 
 
 def plan_prune(
@@ -279,14 +304,17 @@ def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem
         item.worktree = worktree
         changed = branches.worktree_changes(Path(worktree))
         if changed:
-            item.kept = f"its worktree {worktree} has uncommitted changes ({len(changed)} files)"
+            item.kept = (
+                f"its worktree {worktree} has uncommitted changes ({plural(len(changed), 'file')})"
+            )
     item.rescue_refs = branches.rescue_refs(state.loop_id)
     holder = branches.checked_out().get(item.branch or "")
     if holder is not None and (not worktree or holder.resolve() != Path(worktree).resolve()):
         item.kept = f"{item.branch} is checked out in {holder} (switch away first)"
     best = git.commit_of(state.best_iteration) if git and state.best_iteration else None
     offered = bool(best) and best != (git.base_commit if git else None)  # work to take
-    if item.branch and offered and read_feedback(store, state.loop_id) is None:
+    applied = (store.loop_dir(state.loop_id) / APPLIED_FILE).is_file()
+    if item.branch and offered and not applied and read_feedback(store, state.loop_id) is None:
         item.not_taken = not branches.merged_elsewhere(str(best), item.branch)
     return item
 

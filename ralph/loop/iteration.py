@@ -30,6 +30,7 @@ from ralph.records import (
     WindowPolicy,
     annotate,
     known_sum,
+    no_summary,
     sum_costs,
     utc_now,
 )
@@ -237,7 +238,7 @@ def rationale(acted: ActorResult) -> str:
     if acted.summary:
         return acted.summary.strip()[:2000]
     status = "timed out" if acted.timed_out else f"exited {acted.exit_code}"
-    return f"The actor {status} after {acted.duration_ms} ms without a summary of its own."
+    return no_summary(status, acted.duration_ms)
 
 
 def ms_since(since: float) -> int:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ralph.glyphs import plural
+
 if TYPE_CHECKING:
     from ralph.memory.state import BaselineSummary
     from ralph.records import IterationRecord
@@ -134,7 +136,7 @@ class StopPolicy:
         if self.stalled_run(history, baseline) >= self.patience:
             return Decision(
                 "stalled",
-                f"no improvement for {self.patience} iterations with the same failure",
+                f"no improvement for {plural(self.patience, 'iteration')} with the same failure",
             )
         return Decision("continue", "")
 

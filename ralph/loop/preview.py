@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ralph.evaluators.base import BaselineRules, EvaluationRequest
 from ralph.ids import new_loop_id
 from ralph.loop import steps
+from ralph.loop.announce import green_message
 from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
 from ralph.rendering import whole
@@ -89,8 +90,8 @@ class Preview:
             yield whole(f"note: {note}")
         if self.already_green:
             yield whole(
-                "nothing to do: no target fails on the untouched tree (the loop would end at "
-                "once, exit 0, already_green)"
+                f"nothing to do: {green_message(self.evaluation)} (the loop would end at once, "
+                "exit 0, already_green)"
             )
         else:
             yield whole(

@@ -1,14 +1,20 @@
 """The actor prompt's context: what `actor.mustache` reads (docs/architecture.md, Prompts).
 
 What fails is listed target failures first, then only what the attempt broke in a guard, then one
-line per guard for what it already failed before the loop."""
+line per guard for what it already failed before the loop. A check's list is cut at
+`DIAGNOSTICS_PER_CHECK`; when it is, the failures whose file or test name shares a word with the
+task or with a failing module (a file outside the tests that a failure points at) come first,
+so the most direct unit test is not the one left out; otherwise the order stays."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.describe import check_summary, diagnostic_view, located_first
+from ralph.glyphs import plural
 from ralph.records import Diagnostic, IterationRecord
 from ralph.templates import cap
 
@@ -18,6 +24,12 @@ if TYPE_CHECKING:
 DIAGNOSTICS_PER_CHECK = 8
 REVERTED_DIFF_TOKENS = 1500  # the reverted attempt's diff in the next prompt
 CHARS_PER_TOKEN = 4  # as templates.estimate_tokens counts
+WORD = re.compile(r"[a-z0-9]+")
+# words every test file, test id or task has: sharing them says nothing
+COMMON_WORDS = frozenset(
+    {"test", "tests", "testing", "py", "src", "lib", "init", "main", "the", "and", "for", "with"}
+    | {"fix", "fixes", "failing", "fails", "failed", "failure", "make", "pass", "passes", "error"}
+)
 
 
 def actor_prompt_context(
@@ -35,7 +47,8 @@ def actor_prompt_context(
     memory_tools: bool = False,
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
-    failing = failing_checks(evaluation) if evaluation is not None else []
+    topic = topic_words(task, evaluation) if evaluation is not None else frozenset()
+    failing = failing_checks(evaluation, topic=topic) if evaluation is not None else []
     preexisting = preexisting_lines(evaluation) if evaluation is not None else []
     window = [reflection_view(r) for r in sorted(reflections, key=lambda r: r.iteration)]
     lesson_views = [
@@ -68,10 +81,16 @@ def actor_prompt_context(
     }
 
 
-def failing_checks(evaluation: Evaluation, per_check: int = DIAGNOSTICS_PER_CHECK) -> list[Any]:
+def failing_checks(
+    evaluation: Evaluation,
+    per_check: int = DIAGNOSTICS_PER_CHECK,
+    *,
+    topic: frozenset[str] = frozenset(),
+) -> list[Any]:
     """What the agent must work on: the targets that fail (their failures, located ones first,
     then what the attempt broke), then the guards that got worse (only the new failures).
-    What a guard already failed before the loop is never itemised (`preexisting_lines`)."""
+    What a guard already failed before the loop is never itemised (`preexisting_lines`).
+    A list cut at `per_check` shows the failures about `topic` (`topic_words`) first."""
     targets: list[dict[str, Any]] = []
     guards: list[dict[str, Any]] = []
     checks = evaluation.baseline.checks if evaluation.baseline else {}
@@ -80,17 +99,23 @@ def failing_checks(evaluation: Evaluation, per_check: int = DIAGNOSTICS_PER_CHEC
         base = checks.get(outcome.spec.name)
         before = set(base.passing or ()) if base is not None else set()
         if v is None:
-            targets.append(_failing_entry(outcome, outcome.errors, [], check_summary(outcome)))
+            summary = check_summary(outcome)
+            entry = _failing_entry(outcome, outcome.errors, [], summary, None, per_check, topic)
+            targets.append(entry)
         elif v.role == "target":
             summary = check_summary(outcome)
             if v.fixed:
                 summary += f"; {len(v.fixed)} fixed since the start"
-            entry = _failing_entry(outcome, v.remaining, v.regressions, summary, before, per_check)
+            entry = _failing_entry(
+                outcome, v.remaining, v.regressions, summary, before, per_check, topic
+            )
             targets.append(entry)
         else:
             n = len(v.regressions)
-            summary = f"{n} new failure{'s' if n != 1 else ''} your change caused"
-            guards.append(_failing_entry(outcome, [], v.regressions, summary, before, per_check))
+            summary = f"{plural(n, 'new failure')} your change caused"
+            guards.append(
+                _failing_entry(outcome, [], v.regressions, summary, before, per_check, topic)
+            )
     return targets + guards
 
 
@@ -101,14 +126,18 @@ def _failing_entry(
     summary: str,
     passed_before: set[str] | None = None,
     per_check: int = DIAGNOSTICS_PER_CHECK,
+    topic: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     passed_before = passed_before or set()
-    views = [diagnostic_view(d) for d in located_first(remaining)]
+    listed = [(d, "") for d in located_first(remaining)]
     for d in located_first(regressions):
         note = "this passed before your change" if d.rule in passed_before else (
             "new: not there before your change"
         )  # fmt: skip
-        views.append({**diagnostic_view(d), "note": note})
+        listed.append((d, note))
+    if len(listed) > per_check and topic:  # stable: about the topic first, else as they were
+        listed.sort(key=lambda item: not topic & _words(item[0].file, item[0].rule))
+    views = [{**diagnostic_view(d), "note": note} for d, note in listed]
     shown = views[:per_check]
     hidden = len(views) - len(shown)
     return {
@@ -120,6 +149,36 @@ def _failing_entry(
         "has_diagnostics": bool(shown),
         "more": f"... and {hidden} more" if hidden else "",
     }
+
+
+def topic_words(task: str, evaluation: Evaluation) -> frozenset[str]:
+    """What the attempt is about, as words: the task's, and the names of the failing modules
+    (the files outside the tests that the failures point at: `src/pkg/keys.py` gives `keys`)."""
+    modules = [
+        Path(d.file).stem
+        for outcome in evaluation.failing()
+        for d in _to_fix(outcome)
+        if d.file and not _is_test_file(d.file)
+    ]
+    return _words(task, *modules)
+
+
+def _to_fix(outcome: CheckOutcome) -> Sequence[Diagnostic]:
+    """A failing check's failures the prompt lists: never what a guard had before the loop."""
+    v = outcome.verdict
+    if v is None:
+        return outcome.errors
+    return [*v.remaining, *v.regressions] if v.role == "target" else v.regressions
+
+
+def _words(*texts: str | None) -> frozenset[str]:
+    found = (WORD.findall(text.lower()) for text in texts if text)
+    return frozenset(w for words in found for w in words if len(w) > 2) - COMMON_WORDS
+
+
+def _is_test_file(path: str) -> bool:
+    name, parts = Path(path).name, Path(path).parts[:-1]
+    return name.startswith("test") or name.endswith("_test.py") or "tests" in parts
 
 
 def preexisting_lines(evaluation: Evaluation) -> list[str]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.errors import BudgetExceeded, PreflightError, RalphError
 from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
+from ralph.glyphs import plural
 from ralph.loop import steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
@@ -53,7 +54,7 @@ from ralph.loop.steps import Parts, Reporter
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 from ralph.records import IterationRecord
-from ralph.workspace.base import GitState, GivenBack
+from ralph.workspace.base import GitState
 
 if TYPE_CHECKING:
     from ralph.config import Settings
@@ -190,7 +191,8 @@ class LoopRunner:
         stopped = kill_orphans(state.pid)
         if stopped:
             self.reporter.note(
-                f"stopped {len(stopped)} process group(s) the crashed run (pid {state.pid}) left"
+                f"stopped {plural(len(stopped), 'process group')} "
+                f"the crashed run (pid {state.pid}) left"
             )
 
     def _start_git(self, loop_id: str) -> GitState | None:
@@ -425,7 +427,9 @@ class LoopRunner:
 
     def _finish(self, state: LoopState, reason: str, message: str) -> LoopResult:
         last = self._last_evaluation
-        given = self._give_back(state)
+        from ralph.loop.handoff import let_go
+
+        given = let_go(self.parts.workspace, state)  # --allow-dirty: the user's tree back
         result = LoopResult.of(
             state,
             EXIT_CODES[reason],
@@ -437,13 +441,3 @@ class LoopRunner:
         )
         emit(self.hooks, LoopFinished(result))
         return result
-
-    def _give_back(self, state: LoopState) -> GivenBack | None:
-        """An ended loop gives the user's tree back (`--allow-dirty`: their branch and their
-        uncommitted work); a paused one still holds it, and says how to get it back."""
-        if state.git is None:
-            return None
-        if state.status in FINAL_STATUS.values() or state.status == "aborted":
-            return self.parts.workspace.end_loop(state.git)
-        note = state.git.user_changes_note()
-        return GivenBack(note, restored=False) if note else None

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ralph.memory.state import LoopState
     from ralph.memory.store import MemoryStore
     from ralph.records import IterationRecord
-    from ralph.reflection.reflector import Reflector
+    from ralph.reflection.base import Reflector
     from ralph.workspace.base import Workspace
 
 # the seam: what other packages use

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import ConfigError
+from ralph.glyphs import plural
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation
@@ -122,7 +123,7 @@ def block_reason(evaluation: Evaluation, block: int, max_blocks: int) -> str:
         lines.append(f"- ... and {len(errors) - SHOWN_DIAGNOSTICS} more (`ralph check` shows all)")
     if evaluation.baseline is not None:
         lines.append("Failures that were there before ralph's baseline are not asked of you.")
-    lines.append(f"(stop blocked {block} of at most {max_blocks} times in a row)")
+    lines.append(f"(stop blocked {block} of at most {plural(max_blocks, 'time')} in a row)")
     return strip_escapes(redact("\n".join(lines)))
 
 

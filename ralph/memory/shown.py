@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ralph.errors import StoreError
-from ralph.glyphs import first_line, spans
+from ralph.glyphs import first_line, plural, spans
 from ralph.ids import validate_loop_id
 from ralph.rendering import reward_text, whole
 
@@ -112,7 +112,7 @@ def _usage_line(usage: LessonUsage, *, dim: bool) -> Text:
     """How often other loops were given this reflection's lessons, and how often that helped."""
     from rich.text import Text
 
-    times = f"{usage.retrieved} time{'' if usage.retrieved == 1 else 's'}"
+    times = plural(usage.retrieved, "time")
     line = f"used by other loops: {times}, helped {usage.helped}"
     if usage.used_by:
         line += f" ({', '.join(usage.used_by[:5])}{', ...' if len(usage.used_by) > 5 else ''})"
@@ -165,7 +165,7 @@ def show_record(store: MemoryStore, loop_id: str, iteration: int | None) -> Show
     trace = None
     if (store.artifacts_dir(loop_id, iteration) / "trace.jsonl").is_file():
         traced = record.ralph.trace if record.ralph else None
-        steps = f" ({traced.steps} steps)" if traced else ""
+        steps = f" ({plural(traced.steps, 'step')})" if traced else ""
         trace = f"trace{steps}: ralph trace {loop_id} {iteration}"
     verdict = read_feedback(store, loop_id)
     feedback = describe(verdict) if verdict is not None else None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ralph import schemas
 from ralph.errors import StoreError
+from ralph.glyphs import plural
 from ralph.memory.store import RECORD_NAME, record_problems
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ class Validation:
             for problem in problems[:20]:
                 yield Text(f"  {problem}")
         valid = len(self.files) - len(self.invalid)
-        yield Text(f"{valid} valid, {len(self.invalid)} invalid ({len(self.files)} files)")
+        yield Text(
+            f"{valid} valid, {len(self.invalid)} invalid ({plural(len(self.files), 'file')})"
+        )
 
 
 def validate_paths(paths: list[Path]) -> Validation:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import __version__
 from ralph.errors import ProviderError
+from ralph.glyphs import plural
 from ralph.redact import redact, redact_data
 
 if TYPE_CHECKING:
@@ -177,8 +178,9 @@ class JsonPoster:
                     break
                 if wait >= remaining:
                     raise ProviderError(
-                        f"{self.provider}: gave up after {attempt} attempt(s); waiting {wait:.1f}s "
-                        f"more would pass the {self.deadline:g}s deadline (last: {last})",
+                        f"{self.provider}: gave up after {plural(attempt, 'attempt')}; "
+                        f"waiting {wait:.1f}s more would pass the {self.deadline:g}s deadline "
+                        f"(last: {last})",
                         hint="retry later, or raise the provider deadline",
                     )
                 retry = f"retry {attempt + 1}/{self.max_attempts} in {wait:.2f}s"
@@ -187,7 +189,7 @@ class JsonPoster:
         if attempt < self.max_attempts:
             message = f"{self.provider}: no answer within the {self.deadline:g}s deadline"
         else:
-            message = f"{self.provider}: no usable answer after {attempt} attempt(s)"
+            message = f"{self.provider}: no usable answer after {plural(attempt, 'attempt')}"
         raise ProviderError(f"{message} (last: {last})", hint="check the endpoint and retry later")
 
     def _attempt(

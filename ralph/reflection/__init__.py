@@ -1,3 +1,3 @@
-"""Self-Reflection: the reflector (an LLM, one repair) and what it reads (context), parsing its
-answer, the heuristic fallback, quality flags.
+"""Self-Reflection: the seam (base: `Reflector`), the model's reflector (one repair) and what it
+reads (context), parsing its answer, the heuristic fallback, quality flags.
 """

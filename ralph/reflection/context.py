@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.describe import judgement_line, located_first
+from ralph.glyphs import plural
 from ralph.records import FAILURE_CATEGORIES, ActorOutput, IterationRecord
 from ralph.templates import cap
 
@@ -74,7 +75,7 @@ def reflection_prompt_context(
         ],
         "diagnostics": diagnostics,
         "has_diagnostics": bool(diagnostics),
-        "more_diagnostics": f"... and {hidden} more errors" if hidden > 0 else "",
+        "more_diagnostics": f"... and {plural(hidden, 'more error')}" if hidden > 0 else "",
         "outputs": [
             {"name": o.spec.name, "output": _tail(o)}
             for o in evaluation.failing()

@@ -13,7 +13,6 @@ context in `context`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from ralph.records import (
     sum_costs,
 )
 from ralph.redact import redact
+from ralph.reflection.base import ReflectionOutcome
 from ralph.reflection.context import reflection_prompt_context
 from ralph.reflection.heuristic import (
     category_follows_failure,
@@ -48,20 +48,9 @@ SYSTEM_PROMPT = (
 MAX_ANSWER_TOKENS = 1500
 
 
-@dataclass
-class ReflectionOutcome:
-    reflection: SelfReflection
-    source: ReflectionSource
-    quality_flags: list[str] = field(default_factory=list)
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost_usd: float | None = None  # None when any call's cost is unknown, never 0 for unknown
-    error: str | None = None  # why the LLM reflection was not used, one line
-    calls: int = 0  # answers the model gave (their cost is the reflection's)
-
-
-class Reflector:
-    """Asks `client` for a reflection; None means heuristic reflections only."""
+class ModelReflector:
+    """A `Reflector` that asks `client` for a reflection; None means heuristic reflections
+    only."""
 
     def __init__(self, client: ChatClient | None, *, project_root: Path | None = None) -> None:
         self.client = client
@@ -79,7 +68,6 @@ class Reflector:
         trajectory: str = "",
         protected_edits: Sequence[str] = (),
     ) -> ReflectionOutcome:
-        """`protected_edits`: test files the attempt edited that ralph put back unjudged."""
         if evaluation.passed:
             return ReflectionOutcome(success_reflection(evaluation, actor_output), "success")
         usage = _UsageSum()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ralph.glyphs import plural
 from ralph.records import Action, ActionType, Changes, TotalChanges
 from ralph.redact import redact
 
@@ -105,8 +106,7 @@ class ChangeSet:
         if not self.files:
             return "no changes"
         t = self.total()
-        noun = "file" if t.files_changed == 1 else "files"
-        head = f"{t.files_changed} {noun} changed, +{t.lines_added} -{t.lines_deleted}"
+        head = f"{plural(t.files_changed, 'file')} changed, +{t.lines_added} -{t.lines_deleted}"
         return f"{head}: {name_some(self.paths(), 5)}"
 
 
@@ -253,7 +253,7 @@ def shown(path: str) -> str:
 def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
     if len(diff) <= cap:
         return diff
-    return diff[:cap] + f"\n[... diff truncated: {len(diff) - cap} more characters]"
+    return diff[:cap] + f"\n[... diff truncated: {plural(len(diff) - cap, 'more character')}]"
 
 
 def name_some(paths: list[str], limit: int) -> str:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from ralph.errors import PreflightError
+from ralph.files import write_atomically
 from ralph.ids import validate_loop_id
-from ralph.workspace.git import Git
+from ralph.workspace.git import Git, base_branch_path
 from ralph.workspace.locate import find_repo_root, main_worktree
 
 WORKTREES_DIR = "ralph-worktrees"  # under the git dir: see add_worktree
 
 
 def add_worktree(root: Path, loop_id: str) -> Path:
-    """A new worktree for `loop_id` at HEAD (detached; the loop then makes its branch there).
+    """A new worktree for `loop_id` at HEAD (detached; the loop then makes its branch there,
+    and takes the checkout's branch, noted in the worktree's git dir, as the one it started from).
 
     It lives under the repository's git dir, `.git/ralph-worktrees/<loop-id>`: not inside the
     main working tree, where every pytest, ruff, mypy or `git status` run there would walk into
@@ -39,7 +42,11 @@ def add_worktree(root: Path, loop_id: str) -> Path:
     path = common / WORKTREES_DIR / loop_id
     if path.exists():
         raise PreflightError(f"worktree {path} exists already", hint="use another --loop-id")
+    branch = git.current_branch()  # the loop's work is for it: `ralph apply` merges there
     git.run("worktree", "add", "-q", "--detach", str(path), "HEAD")
+    if branch:
+        with contextlib.suppress(OSError):  # unwritable: the state names no base branch
+            write_atomically(base_branch_path(Git(path), loop_id), branch + "\n")
     return path
 
 

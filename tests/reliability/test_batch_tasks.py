@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ralph.loop.batch import MAX_TASK_CHARS, Entry, load_tasks
+from ralph.loop.batch import Entry
+from ralph.loop.tasks_file import MAX_TASK_CHARS, load_tasks
 from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
@@ -101,7 +102,8 @@ def test_a_loop_this_machine_cannot_start_is_an_error_entry_and_the_others_run(
     """Past validation, the system can still refuse a process (E2BIG on a smaller limit): that
     task is an error entry, the batch goes on and ends with its result, not a crash."""
     from ralph import process
-    from ralph.loop.batch import Batch, BatchTask
+    from ralph.loop.batch import Batch
+    from ralph.loop.tasks_file import BatchTask
 
     started: list[str] = []
 

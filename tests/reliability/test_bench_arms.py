@@ -76,7 +76,7 @@ def test_an_arm_whose_runs_could_not_run_reports_that_not_a_difference(
     table = ralph("bench", tasks, *arms, "--resume", cwd=project)
     assert table.code == 1
     assert "none: broken could not run" in table.out and "-100%" not in table.out
-    assert "broken: 1 of 1 runs could not run" in table.out
+    assert "broken: 1 of 1 run could not run" in table.out
 
 
 def test_the_table_says_when_there_are_too_few_tasks_for_the_interval() -> None:

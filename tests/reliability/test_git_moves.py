@@ -190,7 +190,7 @@ def test_allow_dirty_then_the_printed_commands_bring_only_the_agents_change(
     assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
     assert notes.read_bytes() == b"private notes\n\x00binary tail"
     squash = Path(git(project, "rev-parse", "--path-format=absolute", "--git-path", "SQUASH_MSG"))
-    assert "calc.py" in squash.read_text() and "NOTES" not in squash.read_text()
+    assert "NOTES" not in squash.read_text() and "README" not in squash.read_text()
     assert git(project, "stash", "list") == ""
 
 

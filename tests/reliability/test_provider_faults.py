@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from ralph.memory.store import MemoryStore
+from ralph.testing import FakeChat, make_loop
+from ralph.testing import write as fake_write
 
 from ..conftest import RunCli
-from ..fakes.loop import FakeChat, make_loop
-from ..fakes.loop import write as fake_write
 from ..fakes.provider_server import FakeProvider
 from ..test_loop import REFLECTION
 from .conftest import args, assert_invariants, check_command, plan, write

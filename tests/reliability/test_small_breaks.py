@@ -13,7 +13,8 @@ import pytest
 from ralph.bench.runner import BenchEntry
 from ralph.config import load
 from ralph.errors import ConfigError
-from ralph.loop.batch import BatchTask, Entry, TasksFileError, load_tasks
+from ralph.loop.batch import Entry
+from ralph.loop.tasks_file import BatchTask, TasksFileError, load_tasks
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 

@@ -43,7 +43,7 @@ def test_a_corrupt_trace_is_shown_with_what_reads(example_project: Path, ralph: 
         result = ralph("trace", EXAMPLE_LOOP, "1", *args, cwd=example_project)
         assert result.code == 0, result.err
     shown = ralph("trace", EXAMPLE_LOOP, "1", cwd=example_project).out
-    assert "3 steps (claude)" in shown and "1 lines of output were not JSON" in shown
+    assert "3 steps (claude)" in shown and "1 line of output not JSON" in shown
     data = json.loads(ralph("trace", EXAMPLE_LOOP, "1", "--json", cwd=example_project).out)
     assert data["dropped"] == 0 and data["unparsed"] == 1 and "error" not in data
     first, second, third = data["steps"]

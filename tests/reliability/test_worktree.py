@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,11 @@ from ralph.memory.store import MemoryStore
 from ..conftest import RunCli
 from .conftest import (
     USER_FILES,
+    agent,
     arm,
     assert_invariants,
     assert_no_leftovers,
+    check_command,
     finish,
     git,
     heuristic,
@@ -95,6 +98,95 @@ def test_an_untracked_file_never_stops_a_worktree_loop_and_a_tracked_edit_only_w
     assert "tests/test_calc.py" in warning and "agent.sh" not in warning
     assert (project / "agent.sh").read_text() == "echo my agent\n"
     assert (project / "tests" / "test_calc.py").read_text().endswith("# my edit\n")
+
+
+def half_written_worktree(repo: Path, name: str) -> Path:
+    """A worktree entry as `git worktree add` leaves it between its open and its write of
+    `commondir`: every git command that lists the worktrees then dies reading it
+    ("failed to read .git/worktrees/<name>/commondir: Success")."""
+    entry = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    entry = entry / "worktrees" / name
+    entry.mkdir(parents=True)
+    (entry / "locked").write_text("initializing")
+    (entry / "gitdir").write_text(f"{repo.parent / name}/.git\n")
+    (entry / "commondir").write_text("")
+    return entry
+
+
+def test_worktree_loops_started_at_once_wait_out_another_worktree_being_added(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen once in CI: a loop exited 2 on `git worktree failed: fatal: failed to read
+    .git/worktrees/<other loop>/commondir: Success`, the other loop's `git worktree add` caught
+    mid-write. Here that write stays half done until a loop pauses to try again."""
+    from ralph.loop.assembly import run_task
+    from ralph.testing import RecordingReporter
+    from ralph.workspace import contention
+
+    plan(project, {"default": write("full")})
+    entry = half_written_worktree(project, "another-loop")
+    paused: list[float] = []
+
+    def other_write_done(seconds: float) -> None:  # meanwhile the other `worktree add` writes
+        paused.append(seconds)
+        (entry / "commondir").write_text("../..\n")
+        (entry / "HEAD").write_text(git(project, "rev-parse", "HEAD") + "\n")
+
+    monkeypatch.setattr(contention, "pause", other_write_done)
+    flags = {"actor": agent(), "test": check_command(), "reflector": "heuristic", "worktree": True}
+    ids = [f"ralph-at-once-0000000{n}" for n in range(3)]
+
+    def loop(loop_id: str) -> int:
+        return run_task("make f pass its tests", flags, RecordingReporter(), loop_id=loop_id,
+                        cwd=project).exit_code  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=len(ids)) as pool:
+        codes = list(pool.map(loop, ids))
+    assert codes == [0] * len(ids)
+    assert paused  # the loops met the half-written entry, and waited it out
+    store = MemoryStore(project)
+    assert store.loop_ids() == ids
+    for loop_id in ids:
+        worktree = Path(str(store.read_state(loop_id).git.worktree))  # type: ignore[union-attr]
+        assert (worktree / "calc.py").read_text() == "def f(x: int) -> int:\n    return abs(x)\n"
+    assert_invariants(project)
+
+
+def test_a_worktree_entry_left_half_written_fails_in_one_line_with_a_hint(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.errors import RalphError
+    from ralph.workspace import contention
+    from ralph.workspace.worktree import add_worktree
+
+    half_written_worktree(project, "killed-add")  # a `worktree add` killed mid-write
+    paused: list[float] = []
+    monkeypatch.setattr(contention, "pause", paused.append)
+    with pytest.raises(RalphError) as failed:
+        add_worktree(project, "ralph-after-a-kill-00000001")
+    assert "failed to read .git/worktrees/killed-add/commondir" in failed.value.message
+    assert failed.value.hint is not None and ".git/worktrees/killed-add" in failed.value.hint
+    assert paused == list(contention.PAUSES)  # bounded: a few tries, then the failure stands
+
+
+def test_a_worktree_loop_starts_from_the_branch_the_checkout_is_on(
+    ralph: RunCli, project: Path
+) -> None:
+    """Its worktree starts on a detached HEAD, yet its work is for that branch: the state, the
+    JSON and the final lines name it, and `ralph apply` merges there."""
+    git(project, "switch", "-q", "-c", "feature")
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--worktree"), cwd=project)
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    assert summary["base_branch"] == "feature"
+    state = MemoryStore(project).read_state(summary["loop_id"])
+    assert state.git is not None and state.git.original_branch == "feature"
+    assert f"branch  {summary['branch']} (from feature)" in result.err
+    status = json.loads(ralph("status", summary["loop_id"], "--json", cwd=project).out)
+    assert status["base_branch"] == "feature"
+    assert ralph("apply", summary["loop_id"], cwd=project).code == 0
+    assert git(project, "diff", "--cached", "--name-only") == "calc.py"
 
 
 def test_worktree_loop_resumes_from_inside_its_worktree(ralph: RunCli, project: Path) -> None:

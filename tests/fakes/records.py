@@ -1,10 +1,5 @@
-"""The loop's in-process fakes, from `ralph.testing` (where they live, public for plugin
-authors): imported here under the name the tests have always used; and the records
-the tests make without a loop."""
+"""Records the tests make without a loop (the loop's fakes are `ralph.testing`'s)."""
 
-from collections.abc import Iterable
-
-from ralph import testing
 from ralph.records import (
     ActorOutput,
     EvaluatorOutput,
@@ -14,9 +9,6 @@ from ralph.records import (
     SelfReflection,
     Usage,
 )
-from ralph.testing import *  # noqa: F403 (every fake, under the name the tests have always used)
-
-__all__ = [*testing.__all__, "record", "texts"]
 
 
 def record(
@@ -41,7 +33,3 @@ def record(
         memory_metadata=MemoryMetadata(omega_capacity=3, current_memory_size=0),
         ralph=RalphExtension(error_fingerprint=fingerprint, usage=Usage(cost_usd=cost)),
     )
-
-
-def texts(records: Iterable[IterationRecord]) -> list[str]:
-    return [r.self_reflection.reflection_text for r in records]
