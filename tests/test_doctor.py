@@ -396,3 +396,23 @@ def test_doctor_warns_of_a_tree_left_on_a_loop_branch_and_blocks_while_its_loop_
     assert code == 0 and row is not None and row["hint"] == "git switch <your branch>"
     git(repo, "switch", "-q", "main")
     assert branch_row() == (0, None)
+
+
+def test_a_check_s_colour_follows_its_status_not_whether_a_loop_can_start() -> None:
+    """cachetools: `fail, target` was green, the colour of a finding that is fine."""
+    import io
+
+    from rich.console import Console
+
+    from ralph.cli.diagnosis import Diagnosis, Row
+
+    rows = [
+        Row("check", "pytest", "fail, target", "9 of 476 tests failed"),
+        Row("check", "ruff", "pass, target", "passes"),
+    ]
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=120, color_system="standard").print(
+        Diagnosis.of(rows), crop=False
+    )
+    text = out.getvalue()
+    assert "\x1b[31mfail, target" in text and "\x1b[32mpass, target" in text, repr(text)

@@ -51,3 +51,25 @@ def test_ralph_and_each_group_help_has_examples(ralph: RunCli, group: list[str])
     assert result.code == 0, result
     examples = result.out.split("Examples", 1)[1].splitlines()
     assert any(line.strip().startswith(" ".join(["ralph", *group])) for line in examples)
+
+
+@pytest.mark.parametrize("group", [[], ["reflections"], ["hook"], ["hook", "install"]])
+def test_each_command_summary_is_whole_at_80_columns(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, group: list[str]
+) -> None:
+    """click cut every docstring at ~45 characters with `...`: each command has its own."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = ralph(*group, "--help")
+    listed = result.out.split("Commands:", 1)[1].split("Examples", 1)[0].strip().splitlines()
+    assert len(listed) >= 1 and all(len(line) <= 80 for line in listed), listed
+    assert not any(line.rstrip().endswith("...") for line in listed), listed
+
+
+@pytest.mark.parametrize("path", _paths(), ids=" ".join)
+def test_no_option_shows_a_range_for_its_value(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, path: list[str]
+) -> None:
+    """`--iteration <int range>`: a number's option names its value (N, X) instead."""
+    monkeypatch.setenv("COLUMNS", "100")
+    result = ralph(*path, "--help")
+    assert "range>" not in result.out, result.out

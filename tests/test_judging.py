@@ -290,3 +290,27 @@ def test_bad_role_or_success_is_one_clear_error(
     with pytest.raises(ConfigError) as error:
         load(root, {}, environ={})
     assert expected in error.value.message
+
+
+def test_init_says_each_role_in_the_words_doctor_and_run_use() -> None:
+    """cachetools: init called a green pytest "a target (must stay green)", doctor a guard."""
+    from ralph.cli.project import _probe_line
+    from ralph.config import CheckSpec
+    from ralph.evaluators.detect import Probe
+
+    tests = CheckSpec(name="pytest", command="pytest", parser="pytest")
+    green = _probe_line(Probe(tests, "pass", "passes"), None)
+    assert (
+        green
+        == "pytest: passes; a guard (must not get worse): passes now: no test may start failing"
+    )
+    failing = _probe_line(Probe(tests, "fail", "9 of 476 tests failed", 9), None)
+    assert failing.startswith("pytest: 9 of 476 tests failed; a target (must end green): ")
+    lint = CheckSpec(name="ruff", command="ruff check .", parser="ruff")
+    guard = _probe_line(Probe(lint, "fail", "3 lint errors", 3), "guard")
+    assert guard.endswith(
+        "a guard (must not get worse): 3 findings before the loop, not your task: "
+        "no new ones allowed"
+    )
+    chosen = _probe_line(Probe(lint, "fail", "3 lint errors", 3), "target")
+    assert chosen.endswith("a target (must end green): role set in the configuration")

@@ -138,8 +138,9 @@ def test_init_writes_the_failing_linter_as_a_guard_and_the_loop_ends_green_at_it
 ) -> None:
     init = ralph("init", cwd=project)
     assert init.code == 0, init.err
-    assert "ruff: 2 errors before any change; a guard (must not get worse)" in init.out
-    assert "pytest: 1 of 3 tests failed; those tests are the loop's targets" in init.out
+    said = " ".join(init.out.split())
+    assert "; a guard (must not get worse): 2 findings before the loop, not your task" in said
+    assert "pytest: 1 of 3 tests failed; a target (must end green): the tests failing" in said
     config = (project / ".aiwg/ralph/config.yaml").read_text()
     assert "role: guard" in config and "set `role: target`" in config
     git(project, "add", "-A")
@@ -281,7 +282,7 @@ def test_init_leaves_out_a_check_that_cannot_run(
     result = ralph("init", cwd=tmp_path)
     assert result.code == 0, result.err
     assert "mypy: left out, could not run" in result.out
-    assert "ruff: passes; a target (must stay green)" in result.out
+    assert "ruff: passes; a target (must end green): passes now" in result.out
     config = (tmp_path / ".aiwg/ralph/config.yaml").read_text()
     assert "mypy" not in config.split("checks:")[1].split("actor:")[0]
 

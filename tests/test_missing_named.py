@@ -24,3 +24,14 @@ def test_trace_of_a_missing_iteration_names_the_iterations_there_are(
     result = ralph("trace", EXAMPLE_LOOP, "5", cwd=example_project)
     assert result.code == 2, result
     assert "no iteration 5; it has iterations 1-4, 7" in result.err
+    assert f"hint: `ralph reflections list --loop {EXAMPLE_LOOP}` lists them" in result.err
+
+
+def test_resume_with_nothing_to_resume_points_to_the_list_of_loops(
+    ralph: RunCli, example_project: Path
+) -> None:
+    """`ralph status` shows one loop; the list is `ralph reflections list`."""
+    result = ralph("resume", cwd=example_project)
+    assert result.code == 2, result
+    assert "no paused or crashed loop to resume" in result.err
+    assert "hint: see `ralph reflections list`" in result.err

@@ -80,7 +80,7 @@ def test_the_status_json_form_keeps_its_keys_in_order() -> None:
         "loop_id", "task", "status", "stop_reason", "iteration", "max_iterations",
         "best_iteration", "best_reward", "baseline_reward", "reward_history", "usage", "branch",
         "base_branch", "base_commit", "best_commit", "worktree", "changed_files", "created_at",
-        "updated_at",
+        "updated_at", "worse",
     ]  # fmt: skip
     assert to_data(status())["changed_files"] == [{"path": "a.py", "added": 1, "removed": 2}]
 
@@ -176,14 +176,21 @@ def test_a_doctor_diagnosis_prints_ok_then_its_findings(capsys: pytest.CaptureFi
     )
 
 
-def test_a_hint_to_copy_is_never_wrapped_by_rich_on_a_terminal() -> None:
+def test_a_hint_wraps_between_words_on_a_terminal_never_inside_one() -> None:
+    """doctor's final hint was one 163-character line the terminal split anywhere."""
     from ralph.cli.diagnosis import Diagnosis, Row
 
     hint = "run `ralph init` to detect them, or pass --test CMD / --check NAME|CMD " * 2
-    out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=40, color_system=None)
-    console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
-    assert f"check -: {hint}" in out.getvalue().splitlines()
+    for width in (80, 60, 40):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=width, color_system=None)
+        console.print(Diagnosis.of([Row("check", "-", "none", "none", False, hint)]), crop=False)
+        lines = out.getvalue().splitlines()
+        start = next(n for n, line in enumerate(lines) if line.startswith("check -: "))
+        hinted = lines[start : lines.index("a loop cannot start here: check -")]
+        assert len(hinted) > 1 and all(len(line) <= width for line in hinted), hinted
+        assert " ".join(hinted).split() == f"check -: {hint}".split()  # no word cut
+        assert all(line.startswith("  ") for line in hinted[1:]), hinted
 
 
 def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> None:
@@ -276,7 +283,9 @@ def test_a_dry_run_draws_what_it_looked_at_and_its_json_has_all_of_it() -> None:
     nothing_checked: Any = SimpleNamespace(outcomes=[], baseline=None)
     preview = Preview("fix it", "claude", "claude -p", None, nothing_checked, ["a [note]"])
     data = to_data(preview)
-    assert list(data) == ["task", "actor", "command", "checks", "already_green", "prompt", "notes"]
+    assert list(data) == [
+        "task", "actor", "command", "checks", "already_green", "prompt", "notes", "sandbox"
+    ]  # fmt: skip
     assert data["already_green"] is True and data["checks"] == []
     assert drawn(preview, width=20).splitlines() == [
         "actor    claude",
@@ -337,3 +346,146 @@ def test_a_short_column_such_as_a_date_stays_on_one_line() -> None:
     lines = drawn(listing, terminal=True, width=120).splitlines()
     assert any("2026-11-26 07:23:34" in line for line in lines), lines
     assert any(loop in line for line in lines), lines
+
+
+LOOP_ID = "ralph-fix-the-failing-typedkey-tests-in-src-ca-50a704ae"
+WORKTREE = "/work/trial2/cachetools/.git/ralph-worktrees/ralph-fix-typedkey-again-7e49599c"
+
+
+def test_a_long_line_wraps_between_words_keeping_its_indent_at_80_and_60_columns() -> None:
+    from ralph.rendering import Wrapped
+
+    hint = (
+        "actor auto: install one of claude, codex, aider, gemini, opencode; or set "
+        'OPENAI_API_KEY, ANTHROPIC_API_KEY or OLLAMA_HOST; or pass --actor (e.g. cmd:"./a.sh")'
+    )
+    for width in (80, 60):
+        lines = drawn(Wrapped(f"    {hint}"), terminal=True, width=width).splitlines()
+        assert len(lines) > 1 and all(len(line) <= width for line in lines), lines
+        assert all(line.startswith("      ") for line in lines[1:]), lines  # its indent kept
+        assert " ".join(" ".join(lines).split()) == hint  # every word whole, none lost
+    # a pipe gets the line whole
+    assert drawn(Wrapped(hint), width=20) == hint + "\n"
+
+
+def test_a_command_wraps_with_a_continuation_and_a_word_too_long_for_any_line_stays_whole() -> None:
+    from ralph.rendering import Wrapped
+
+    command = f"apply   git switch main && ralph apply {LOOP_ID}"
+    lines = drawn(Wrapped(command, hang=8, shell=True), terminal=True, width=80).splitlines()
+    assert lines == ["apply   git switch main && ralph apply \\", f"        {LOOP_ID}"]
+    status = f"  worktree    {WORKTREE}"
+    assert drawn(Wrapped(status, hang=14), terminal=True, width=60).splitlines() == [status]
+
+
+def test_status_of_a_worktree_loop_keeps_its_path_whole_under_its_label_at_80_and_60() -> None:
+    task = "fix the failing typedkey tests in src/cachetools/keys.py and nothing else at all"
+    shown = status(loop_id=LOOP_ID, worktree=WORKTREE, task=task)
+    for width in (80, 60):
+        lines = drawn(shown, terminal=True, width=width).splitlines()
+        assert f"  worktree    {WORKTREE}" in lines, lines  # not cut, not at column 0
+        start = lines.index(next(line for line in lines if line.startswith("  task ")))
+        assert lines[start + 1].startswith(" " * 14), lines  # the task wraps under its value
+        assert all(len(line) <= width for line in lines if WORKTREE not in line), lines
+
+
+def test_apply_wraps_its_first_line_and_says_the_commit_message_is_prefilled() -> None:
+    from ralph.loop.handoff import ApplyOutcome
+
+    done = ApplyOutcome(LOOP_ID, 2, "d" * 40, "ralph/1", ["src/a.py"], [], accepted=True)
+    lines = drawn(done, terminal=True, width=80).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].startswith("applied iteration 2 of ") and LOOP_ID in lines[0] + lines[1]
+    assert "prefilled" in " ".join(lines) and "SQUASH_MSG" in " ".join(lines)
+
+
+def test_the_run_s_lines_wrap_at_words_and_keep_their_indent_at_80_columns() -> None:
+    from types import SimpleNamespace
+
+    from ralph.cli.live import RichReporter
+    from ralph.records import Diagnostic
+
+    out = io.StringIO()
+    reporter = RichReporter(Console(file=out, force_terminal=True, width=80, color_system=None))
+    message = (
+        "AssertionError: (1.0,) unexpectedly found in Cache({(0,): 0, (1,): 1}, maxsize=3, "
+        "currsize=2) [at tests/test_cached.py]"
+    )
+    error = Diagnostic("test_failure", message, file="tests/test_cached.py", line=65)
+    evaluation: Any = SimpleNamespace(
+        outcomes=[], baseline=None, reward=0.36, relevant_errors=lambda: [error]
+    )
+    reporter.evaluated(0, evaluation)
+    reporter.note(f"working in the git worktree {WORKTREE}")
+    reporter.block(f"apply   git switch main && ralph apply {LOOP_ID}")
+    lines = out.getvalue().splitlines()
+    failure = lines.index(next(line for line in lines if "tests/test_cached.py:65" in line))
+    assert lines[failure].startswith("    tests/test_cached.py:65  AssertionError:"), lines
+    assert lines[failure + 1].startswith("      ") and "[at tests/test_cached.py]" in out.getvalue()
+    assert f"  {WORKTREE}" in lines, lines  # the path whole, indented under the note
+    assert lines[-2:] == ["apply   git switch main && ralph apply \\", f"        {LOOP_ID}"]
+    assert all(len(line) <= 80 for line in lines), lines
+
+
+def test_a_shown_reflection_wraps_under_its_indent_at_80_columns() -> None:
+    rec = record(1)
+    words = "I changed typedkey in src/cachetools/keys.py but hashkey now appends the marker "
+    rec.self_reflection.reflection_text = words * 3 + "\nNext I keep hashkey as it was."
+    lines = drawn(RecordView(rec), terminal=True, width=80).splitlines()
+    start = lines.index("reflection") + 1
+    paragraph = lines[start : start + 5]
+    assert all(line.startswith("  ") and len(line) <= 80 for line in paragraph), paragraph
+    assert "  Next I keep hashkey as it was." in lines, lines
+
+
+def test_a_listing_in_a_pipe_keeps_the_reflection_whole_and_a_terminal_clips_it() -> None:
+    cause = "tests/test_cached.py:595: AssertionError: " + "{(0, <class 'cachetools'>): (0,)} " * 4
+    rows = IterationList("ralph-1", [IterationRow(1, True, False, 0.1, "logic_error", cause, "")])
+    piped = drawn(rows).splitlines()
+    assert piped[1].split("\t")[-1] == cause.strip() and "…" not in piped[1]
+    assert "…" in drawn(rows, terminal=True, width=200)
+
+
+def test_search_leaves_out_hits_of_no_relevance_and_says_why() -> None:
+    from ralph.memory.listing import SearchResults
+    from ralph.memory.search import Hit
+
+    def hit(n: int, score: float) -> Hit:
+        return Hit(f"ralph-{n}", 1, score, "t", None, 0.5, False, False, "I failed.", "cause")
+
+    lines = drawn(SearchResults("typedkey", [hit(1, 2.0), hit(2, 0.0001)]), terminal=True)
+    assert any("ralph-1#1" in line for line in lines.splitlines())
+    assert "ralph-2#1" not in lines and " 0%" not in lines
+    assert "1 more hit left out" in lines
+    common = drawn(SearchResults("typedkey", [hit(1, 0.0), hit(2, 0.0)]), terminal=True)
+    assert "ralph-2#1" in common and "0%" not in common and "add a rarer word" in common
+
+
+def test_init_s_next_steps_wrap_a_command_with_a_continuation_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.cli.project import _next_steps
+    from ralph.memory.store import MemoryStore
+
+    deep = tmp_path / "projects" / "a-library-with-a-long-name"
+    deep.mkdir(parents=True)
+    store = MemoryStore(deep)
+    monkeypatch.chdir(tmp_path)  # init says paths relative to where it runs: long ones here
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    _next_steps(console, store, store.base / "config.yaml")
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    start = next(n for n, line in enumerate(lines) if line.startswith("  git add "))
+    assert lines[start].endswith(" \\") and lines[start + 1].startswith("    "), lines
+    command = " ".join(line.rstrip("\\").strip() for line in lines[start : start + 3])
+    assert 'git commit -m "ralph init"' in command, lines
+
+
+def test_each_line_of_a_text_wraps_on_its_own() -> None:
+    from ralph.rendering import Wrapped
+
+    text = "first line\n" + "word " * 30 + "\n\nlast"
+    lines = drawn(Wrapped(text), terminal=True, width=40).splitlines()
+    assert lines[0] == "first line" and lines[1].startswith("word word")
+    assert lines[2].startswith("  word") and lines[-2:] == ["", "last"], lines

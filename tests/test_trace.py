@@ -314,9 +314,25 @@ def test_analyze_counts_actions_per_iteration_and_success_when_the_agent_ran_the
         "passed_otherwise": 0.0,
     }
     shown = ralph("analyze", cwd=tmp_path)
-    assert "ran the checks itself in 50% of attempts, which passed 100%" in " ".join(
-        shown.out.split()
+    said = "ran the checks itself in 50% of attempts; 100% of those passed, 0% of the others"
+    assert said in " ".join(shown.out.split())
+
+
+def test_analyze_says_whether_the_agent_ran_the_checks_in_a_sentence_without_dashes() -> None:
+    """cachetools: `ran the checks itself in 0% of attempts, which passed - (the others 50%)`."""
+    from types import SimpleNamespace
+
+    from ralph.analyze.trace_stats import summary_line
+
+    def attempt(ran: bool, passed: bool) -> SimpleNamespace:
+        return SimpleNamespace(actions={"edit": 1}, ran_checks=ran, passed=passed, memory_calls=0)
+
+    never = summary_line([attempt(False, True), attempt(False, False)])
+    assert never is not None and never.endswith(
+        "never ran the checks itself; 50% of its attempts passed"
     )
+    always = summary_line([attempt(True, True)])
+    assert always is not None and always.endswith("in every attempt; 100% of them passed")
 
 
 def test_a_session_longer_than_the_captured_output_keeps_every_step(

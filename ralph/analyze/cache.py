@@ -47,9 +47,10 @@ from ralph.reading import Unreadable, read_json_bounded
 
 INDEX_NAME = "index.sqlite"
 # Bump when the extracted fields change: an index of another version is rebuilt.
-INDEX_VERSION = 12  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
+INDEX_VERSION = 13  # 3: capped failing rewards; 4: trace actions; 5: faster facts; 6: error_count
 # 7: unknown tokens; 8: the checks' (a judge's) tokens; 9: one row per folder, normalised causes;
 # 10: out-of-range values unknown, strict JSON; 11: regressions; 12: memory tool calls
+# 13: the reflection's first line whole
 # One row per folder, `reflections/<loop>` or `loops/<loop>`: its files' entries (see Entry).
 SCHEMA = "CREATE TABLE files (path TEXT PRIMARY KEY, facts TEXT NOT NULL)"
 T = TypeVar("T")

@@ -8,7 +8,6 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ralph.glyphs import clip
 from ralph.memory.store import STATUSES
 from ralph.records import (
     MAX_COST_USD,
@@ -190,7 +189,7 @@ def record_facts(data: Any, loop_id: str, iteration: int) -> IterationFacts:
         credit.get("failure_category"),
         root_cause,
         normalise_root_cause(root_cause) if root_cause else "",
-        clip((text.strip().splitlines() or [""])[0], 200),  # at a word: CSV shows it
+        (text.strip().splitlines() or [""])[0],  # whole: CSV never cuts; a screen clips it
         ext.get("reflection_source"),
         [str(f) for f in flags] if flags else [],
         _ints(in_context, "reflections_in_context"),

@@ -33,9 +33,10 @@ Definitions:
 - **lessons from other loops**: each attempt whose `ralph.lessons_used` is not empty is one use,
   improved when its `performance_delta.is_improvement` is true (as `ralph reflections show`
   counts a lesson that helped).
-- **recurring root causes**: `credit_assignment.root_cause`, normalised (lowercase, whitespace
-  collapsed, trailing `.,;:!?` stripped), found in 3 or more iterations across or within loops:
-  the agent is not learning from them. Listed with their loops and iterations.
+- **recurring root causes**: `credit_assignment.root_cause`, matched normalised (lowercase,
+  whitespace collapsed, trailing `.,;:!?` stripped), found in 3 or more iterations across or
+  within loops: the agent is not learning from them. Listed as first written, with their loops
+  and iterations.
 - **agent actions** (`agent_actions`, per loop and overall): edits, reads, commands per
   iteration from the records' `ralph.trace`, and the share of attempts in which the agent ran
   the checks itself beside how often those passed (see `ralph.analyze.trace_stats`).
@@ -351,12 +352,17 @@ def _effectiveness(loops: list[LoopAnalysis]) -> Effectiveness:
 
 
 def recurring_root_causes(loops: list[LoopAnalysis]) -> list[RecurringCause]:
+    """Causes said in several attempts, matched normalised, shown as first written (the
+    case of an error's text is part of it: `AssertionError: 25 != None`)."""
     found: defaultdict[str, list[tuple[str, int]]] = defaultdict(list)
+    written: dict[str, str] = {}
     for loop in loops:
         for record in loop.records:
             if record.cause:
                 found[record.cause].append((loop.loop_id, record.iteration))
-    causes = [RecurringCause(k, v) for k, v in found.items() if len(v) >= RECURRING]
+                said = " ".join((record.root_cause or record.cause).split())
+                written.setdefault(record.cause, said.rstrip(".,;:!? ") or record.cause)
+    causes = [RecurringCause(written[k], v) for k, v in found.items() if len(v) >= RECURRING]
     return sorted(causes, key=lambda c: (-len(c.occurrences), c.root_cause))
 
 

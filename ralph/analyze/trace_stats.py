@@ -70,15 +70,26 @@ def summary_line(records: Sequence[Traced]) -> str | None:
     means = ", ".join(f"{v:g} {k}" for k, v in stats["per_iteration"].items() if v)
     line = f"agent actions per iteration ({stats['traced_attempts']} traced): {means or 'none'}"
     if stats["ran_checks_share"] is not None:
-
-        def pct(value: float | None) -> str:
-            return "-" if value is None else f"{value:.0%}"
-
-        line += (
-            f"; ran the checks itself in {pct(stats['ran_checks_share'])} of attempts, "
-            f"which passed {pct(stats['passed_when_ran_checks'])} "
-            f"(the others {pct(stats['passed_otherwise'])})"
-        )
+        line += "; " + _ran_checks_text(stats)
     if stats["memory_tool_attempts"]:
         line += f"; called ralph's memory tools in {stats['memory_tool_attempts']}"
     return line
+
+
+def _ran_checks_text(stats: dict[str, Any]) -> str:
+    """Whether attempts in which the agent ran the checks itself passed more often, said only
+    of the groups that have attempts: `ran the checks itself in 50% of attempts; 100% of
+    those passed, 0% of the others`."""
+    share, ran, others = (
+        stats["ran_checks_share"],
+        stats["passed_when_ran_checks"],
+        stats["passed_otherwise"],
+    )
+    if ran is None:
+        return f"never ran the checks itself; {others:.0%} of its attempts passed"
+    if others is None:
+        return f"ran the checks itself in every attempt; {ran:.0%} of them passed"
+    return (
+        f"ran the checks itself in {share:.0%} of attempts; {ran:.0%} of those passed, "
+        f"{others:.0%} of the others"
+    )

@@ -21,6 +21,7 @@ from ralph.analyze.report import (
 )
 from ralph.glyphs import clip, plural, sparkline
 from ralph.ids import short_id
+from ralph.rendering import Rows
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -31,18 +32,10 @@ MAX_ROWS = 50  # loops shown in the terminal table; --json/--csv/--html have the
 WIDE_TERMINAL = 130  # columns needed for the full loops table
 
 
-def _table(title: str, columns: list[str], *wrap: int) -> Any:
-    """A table whose columns `wrap` (default the first) hold the long texts (an id, a root
-    cause) and wrap; every other column (figures, category names) keeps its width, so a narrow
-    terminal never shows a number or a word one piece per line."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for n, column in enumerate(columns):
-        flexible = n in (wrap or (0,))
-        table.add_column(column, overflow="fold", no_wrap=not flexible)
-    return table
+def _table(title: str, columns: list[str]) -> Rows:
+    """A table as every listing is one (`rendering.Rows`): on a terminal its columns leave each
+    its longest word whole (a loop id, a path, a figure), in a pipe tab-separated lines."""
+    return Rows(title, columns, titled=True)
 
 
 def _acceptance(acceptance: dict[str, Any]) -> str:
@@ -92,7 +85,6 @@ class AnalysisView:
     analysis: Analysis
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.markup import escape
         from rich.text import Text
 
         a = self.analysis
@@ -104,7 +96,7 @@ class AnalysisView:
                 yield Text(line, style="bold" if n == 0 else "")
             if len(a.loops) == 1:
                 yield curve(a.loops[0])
-            yield from _loops(a, options.max_width >= WIDE_TERMINAL)
+            yield from _loops(a, options.max_width, console.is_terminal)
             yield from _success(a)
             yield from _categories(a)
             yield from _effectiveness(a)
@@ -115,11 +107,10 @@ class AnalysisView:
             if actions:
                 yield Text(actions)
             if s.recurring_root_causes:
-                table = _table(
-                    "recurring root causes (not learnt from)", ["n", "root cause", "loops"], 1
-                )
+                columns = ["n", "root cause", "loops"]
+                table = _table("recurring root causes (not learnt from)", columns)
                 for c in s.recurring_root_causes[:20]:
-                    table.add_row(str(len(c.occurrences)), escape(c.root_cause), str(len(c.loops)))
+                    table.rows.append([str(len(c.occurrences)), c.root_cause, str(len(c.loops))])
                 yield table
         if a.invalid_files:
             yield Text(f"{plural(len(a.invalid_files), 'invalid file')}, skipped:", style="yellow")
@@ -127,18 +118,30 @@ class AnalysisView:
                 yield Text(f"  {f.path}: {f.reason}")
 
 
-def _loops(a: Analysis, wide: bool) -> Iterator[Any]:
-    """Narrow terminals keep the figures that matter most; --csv and --json have them all."""
-    from rich.markup import escape
+def _loops(a: Analysis, width: int, terminal: bool) -> Iterator[Any]:
+    """Narrow terminals keep the figures that matter most; --csv and --json have them all. A
+    loop is named by its whole id where the table can hold it whole, else by its short id
+    (which every command takes); a pipe gets every column, whole."""
     from rich.text import Text
 
+    table = _loops_table(a, width >= WIDE_TERMINAL or not terminal, short=False)
+    if terminal and not table.fits(width):
+        table = _loops_table(a, width >= WIDE_TERMINAL, short=True)
+    yield table
+    if len(a.loops) > MAX_ROWS:
+        yield Text(
+            f"{plural(len(a.loops) - MAX_ROWS, 'older loop')} not shown; see --csv", style="dim"
+        )
+
+
+def _loops_table(a: Analysis, wide: bool, *, short: bool) -> Rows:
     columns = ["loop", "status", "iter", "green", "reward", "rate"]
     if wide:
         columns += ["jumps", "errors", "tokens", "cost", "time", "stop"]
-    table = _table("loops", columns)
+    table = _table("loops (by short id)" if short else "loops", columns)
     for loop in a.loops[-MAX_ROWS:]:
         cells = [
-            escape(loop.loop_id),
+            short_id(loop.loop_id) if short else loop.loop_id,
             loop.status,
             str(loop.last_iteration),
             green_at(loop),
@@ -152,14 +155,10 @@ def _loops(a: Analysis, wide: bool) -> Iterator[Any]:
                 tokens_text(loop.tokens),
                 money(loop.cost_usd),
                 duration(loop.wall_seconds),
-                escape(loop.stop_reason or "-"),
+                loop.stop_reason or "-",
             ]
-        table.add_row(*cells)
-    yield table
-    if len(a.loops) > MAX_ROWS:
-        yield Text(
-            f"{plural(len(a.loops) - MAX_ROWS, 'older loop')} not shown; see --csv", style="dim"
-        )
+        table.rows.append(cells)
+    return table
 
 
 def _success(a: Analysis) -> Iterator[Any]:
@@ -177,14 +176,16 @@ def _categories(a: Analysis) -> Iterator[Any]:
     if not cats:
         return
     total = sum(c.iterations for c in cats)
-    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"], 2)
+    table = _table("failure categories", ["category", "iterations", "", "loops", "per loop"])
     for c in cats:
-        table.add_row(
-            c.category,
-            str(c.iterations),
-            bar(c.iterations / total, 12),
-            str(c.loops),
-            num(c.iterations_per_loop, 1),
+        table.rows.append(
+            [
+                c.category,
+                str(c.iterations),
+                bar(c.iterations / total, 12),
+                str(c.loops),
+                num(c.iterations_per_loop, 1),
+            ]
         )
     yield table
 
@@ -195,13 +196,11 @@ def _effectiveness(a: Analysis) -> Iterator[Any]:
         return
     table = _table("reflection effectiveness", ["", "uses", "improved when in context"])
     for row in effectiveness_rows(a):
-        table.add_row(*(str(cell) for cell in row))
+        table.rows.append([str(cell) for cell in row])
     yield table
 
 
 def _breakthroughs(a: Analysis) -> Iterator[Any]:
-    from rich.markup import escape
-
     jumps = [(loop, b) for loop in a.loops for b in loop.breakthroughs]
     if not jumps:
         return
@@ -211,16 +210,18 @@ def _breakthroughs(a: Analysis) -> Iterator[Any]:
         if len(jumps) > 20
         else "breakthroughs (reward +0.3 or more)"
     )
-    table = _table(title, ["loop", "iter", "reward", "after the reflection of"], 0, 3)
+    table = _table(title, ["loop", "iter", "reward", "after the reflection of"])
     for loop, b in jumps[:20]:
         after = "-" if b.reflection_iteration is None else f"{b.reflection_iteration}: "
-        after += escape(clip(b.reflection or "", 80))
-        after += f" [dim]({b.category})[/]" if b.category else ""
-        table.add_row(
-            escape(short_id(loop.loop_id)),  # the loops table above has the whole id
-            str(b.iteration),
-            f"{b.reward_before:.2f} → {b.reward:.2f}",
-            after,
+        after += clip(b.reflection or "", 80)
+        after += f" ({b.category})" if b.category else ""
+        table.rows.append(
+            [
+                short_id(loop.loop_id),  # the loops table above has the whole id
+                str(b.iteration),
+                f"{b.reward_before:.2f} → {b.reward:.2f}",
+                after,
+            ]
         )
     yield table
 

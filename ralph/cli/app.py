@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -28,25 +28,79 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
 )
 
-app.command()(loops.run)
-app.command()(loops.resume)
-app.command()(loops.status)
-app.command()(loops.abort)
-app.command()(project.check)
-app.command("doctor")(doctor.doctor_command)
-app.command()(project.init)
-app.command()(project.demo)
-app.command()(finish.apply)
-app.command()(finish.prune)
-app.add_typer(reflections.reflections_app, name="reflections")
-app.command("trace")(reflections.trace_command)
-app.command("prompt")(reflections.prompt_command)
-app.command()(reflections.feedback)
-app.command()(many.analyze)
-app.command("batch")(many.batch_command)
-app.command("bench")(many.bench_command)
-app.command("mcp")(serve.mcp_command)
-app.add_typer(hook.hook_app, name="hook")
+# what `ralph --help` lists, whole at 80 columns (click would cut each docstring at ~45
+# characters with "...")
+SHORT_HELP = {
+    "run": "Run the loop on TASK until the checks pass.",
+    "resume": "Continue a paused or crashed loop.",
+    "status": "One loop's state, rewards, usage and branch.",
+    "abort": "End a loop for good (a running one is stopped).",
+    "check": "Run the checks once; exit 0 when green.",
+    "doctor": "Can a loop start here? Every finding, with hints.",
+    "init": "Detect the checks, run them once, write the config.",
+    "demo": "The whole loop offline on a small buggy repository.",
+    "apply": "Stage a loop's best iteration on this branch.",
+    "prune": "Delete finished loops' branches and worktrees.",
+    "trace": "What the agent did in an attempt, step by step.",
+    "prompt": "The prompt an iteration's actor got.",
+    "feedback": "Your verdict on a finished loop, kept as memory.",
+    "analyze": "Learning curves and what the memory taught.",
+    "batch": "Many tasks, each a loop in its own worktree.",
+    "bench": "Does the memory help? Arms compared by success@k.",
+    "mcp": "Serve the memory to an agent as MCP tools.",
+    "reflections": "The episodic memory: list, show, search, export.",
+    "hook": "Hooks for interactive agents (Claude Code's Stop).",
+}
+
+
+def _command(name: str) -> Any:
+    return app.command(name, short_help=SHORT_HELP[name])
+
+
+_command("run")(loops.run)
+_command("resume")(loops.resume)
+_command("status")(loops.status)
+_command("abort")(loops.abort)
+_command("check")(project.check)
+_command("doctor")(doctor.doctor_command)
+_command("init")(project.init)
+_command("demo")(project.demo)
+_command("apply")(finish.apply)
+_command("prune")(finish.prune)
+app.add_typer(reflections.reflections_app, name="reflections", short_help=SHORT_HELP["reflections"])
+_command("trace")(reflections.trace_command)
+_command("prompt")(reflections.prompt_command)
+_command("feedback")(reflections.feedback)
+_command("analyze")(many.analyze)
+_command("batch")(many.batch_command)
+_command("bench")(many.bench_command)
+_command("mcp")(serve.mcp_command)
+app.add_typer(hook.hook_app, name="hook", short_help=SHORT_HELP["hook"])
+
+SUB_HELP = {
+    "list": "Loops, or one loop's iterations (--loop).",
+    "show": "One iteration's record and what the memory knows.",
+    "validate": "Check records and states against the schemas.",
+    "search": "Reflections of every loop ranked for QUERY.",
+    "obsolete": "Keep a reflection's lessons out of prompts.",
+    "import": "Merge records from another machine.",
+    "export": "Copy loops' records into a .zip or a folder.",
+    "claude-stop": "Claude Code's Stop hook: stop only when green.",
+    "claude": "Add `ralph hook claude-stop` as Claude's Stop hook.",
+}
+
+
+def _shorten(group: typer.Typer) -> None:
+    """Give each command of a group, and of its groups, its short help."""
+    for info in group.registered_commands:
+        info.short_help = SUB_HELP[info.name or ""]
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _shorten(sub.typer_instance)
+
+
+_shorten(reflections.reflections_app)
+_shorten(hook.hook_app)
 examples.attach_all(app)
 
 

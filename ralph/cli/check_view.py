@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.base import CheckOutcome, Evaluation
 from ralph.glyphs import first_line, plural
+from ralph.rendering import Rows
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -22,25 +23,47 @@ class CheckReport:
     evaluation: Evaluation
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not console.is_terminal:  # a pipe: tab-separated lines, as every listing
+            yield Rows("checks", ["check", "status", "result", "time"], self._cells())
+        else:
+            yield self._table()
+        yield from self._details()
+
+    def _cells(self) -> list[list[str]]:
+        return [
+            [
+                o.spec.name,
+                o.result.status,
+                _counts(o),
+                f"{(o.result.duration_ms or 0) / 1000:.1f} s",
+            ]
+            for o in self.evaluation.outcomes
+        ]
+
+    def _table(self) -> Any:
+        """The table on a terminal, each status in its colour."""
         from rich.markup import escape
         from rich.table import Table
-        from rich.text import Text
 
-        evaluation = self.evaluation
         styles = {"pass": "green", "fail": "red", "error": "yellow", "skip": "dim"}
         table = Table(show_edge=False, header_style="bold")
         for column in ("check", "status", "result", "time"):
             table.add_column(column, justify="right" if column == "time" else "left")
-        for outcome in evaluation.outcomes:
-            status = outcome.result.status
-            seconds = (outcome.result.duration_ms or 0) / 1000
+        for name, status, result, seconds in self._cells():
             table.add_row(
-                escape(outcome.spec.name),
+                escape(name),
                 f"[{styles.get(status, 'default')}]{status}[/]",
-                escape(_counts(outcome)),
-                f"{seconds:.1f} s",
+                escape(result),
+                seconds,
             )
-        yield table
+        return table
+
+    def _details(self) -> RenderResult:
+        """The first diagnostics, a check that wrote to the tree, and the verdict."""
+        from rich.markup import escape
+        from rich.text import Text
+
+        evaluation = self.evaluation
         errors = evaluation.output.errors or []
         for e in errors[:SHOWN_DIAGNOSTICS]:
             where = e.location() or e.rule or e.type

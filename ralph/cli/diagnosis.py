@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ralph.rendering import Rows, whole
+from ralph.rendering import Rows, Wrapped, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -28,6 +28,17 @@ class Row:
 
 
 STYLES = {True: "green", False: "bold red", None: "dim"}
+CHECK_STYLES = {"pass": "green", "fail": "red", "error": "yellow"}  # a check's own status
+
+
+def style_of(row: Row) -> str:
+    """A finding's colour: a check's follows its status (`fail, target` is red, though a loop
+    can start: it is what the loop fixes), every other finding's whether a loop can start."""
+    if row.ok is False:
+        return STYLES[False]
+    return CHECK_STYLES.get(row.status.split(",")[0], STYLES[row.ok])
+
+
 PADDING = 2  # a column's padding in the table, one space either side
 
 
@@ -65,7 +76,7 @@ class Diagnosis:
         from rich.text import Text
 
         for row in self.findings:
-            yield Text.assemble(f"{row.area}  {row.name}  ", (row.status, STYLES[row.ok]))
+            yield Text.assemble(f"{row.area}  {row.name}  ", (row.status, style_of(row)))
             wrapped = textwrap.wrap(
                 row.detail, max(width - 4, 20), break_long_words=False, break_on_hyphens=False
             )
@@ -91,7 +102,7 @@ class Diagnosis:
                 table.add_row(
                     Text(row.area),
                     Text(row.name),
-                    Text(row.status, style=STYLES[row.ok]),
+                    Text(row.status, style=style_of(row)),
                     Text(row.detail),
                 )
             yield table
@@ -99,9 +110,9 @@ class Diagnosis:
             yield from self._stacked(options.max_width)
         for row in rows:
             if row.hint and row.ok is not True:
-                yield whole(f"{row.area} {row.name}: {row.hint}")
+                yield Wrapped(f"{row.area} {row.name}: {row.hint}")
         if self.ok:
             yield Text("a loop can start here")
         else:
             failing = ", ".join(f"{r.area} {r.name}" for r in rows if r.ok is False)
-            yield whole(f"a loop cannot start here: {failing}")
+            yield Wrapped(f"a loop cannot start here: {failing}")

@@ -14,7 +14,9 @@ def apply(
     loop: OptionalLoopArg = None,
     iteration: Annotated[
         int | None,
-        typer.Option("--iteration", help="Apply this iteration; default the best.", min=1),
+        typer.Option(
+            "--iteration", metavar="N", help="Apply this iteration; default the best.", min=1
+        ),
     ] = None,
     force: Annotated[
         bool,
@@ -42,7 +44,10 @@ def prune(
         list[str] | None, typer.Argument(help="Only these loops; default every finished loop.")
     ] = None,
     keep: Annotated[
-        int, typer.Option("--keep", help="Keep the N most recent finished loops' branches.", min=0)
+        int,
+        typer.Option(
+            "--keep", metavar="N", help="Keep the N most recent finished loops' branches.", min=0
+        ),
     ] = 0,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only list what would be removed.")

@@ -168,12 +168,17 @@ class RichReporter(PlainReporter):
         super().loop_started(state, resumed)
 
     def line(self, text: str) -> None:
-        self.console.print(redact(text), markup=False, highlight=False)
+        from ralph.rendering import Wrapped
+
+        self.console.print(Wrapped(redact(text)), crop=False)
 
     def block(self, text: str) -> None:
-        """A command is never cut by a newline of ours: the terminal wraps it, so it copies
-        whole."""
-        self.console.print(redact(text), markup=False, highlight=False, soft_wrap=True)
+        """A final line: its value wraps under the value column, a command with a shell
+        continuation, so it copies whole."""
+        from ralph.rendering import Wrapped
+
+        command = text.split(" ", 1)[0] in COMMAND_LABELS
+        self.console.print(Wrapped(redact(text), hang=8, shell=command), crop=False)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -226,19 +231,29 @@ class RichReporter(PlainReporter):
         from ralph.evaluators.describe import harm_text
 
         harm = harm_text(evaluation)
+        from rich.text import Text
+
+        from ralph.rendering import Wrapped
+
         self.console.print(
-            ("baseline" if iteration == 0 else f"iteration {iteration}")
-            + f": reward {evaluation.reward:.2f}  "
-            + (f"[red]{escape(harm)}[/]  " if harm else "")
-            + "  ".join(
-                f"[{colour.get(_status_of(o), 'white')}]{o.spec.name} {check_word(o)}[/]"
-                for o in evaluation.outcomes
-            )
+            Wrapped(
+                Text.from_markup(
+                    ("baseline" if iteration == 0 else f"iteration {iteration}")
+                    + f": reward {evaluation.reward:.2f}  "
+                    + (f"[red]{escape(harm)}[/]  " if harm else "")
+                    + "  ".join(
+                        f"[{colour.get(_status_of(o), 'white')}]{o.spec.name} {check_word(o)}[/]"
+                        for o in evaluation.outcomes
+                    )
+                )
+            ),
+            crop=False,
         )
         for error in shown_errors(evaluation):
             where = error.location() or "-"
             first = error.message.splitlines()[0] if error.message else ""
-            self.console.print(f"    [dim]{where}[/]  {first}", highlight=False)
+            failure = Text.assemble(("    " + where, "dim"), "  " + redact(first))
+            self.console.print(Wrapped(failure, hang=6), crop=False)
 
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None:
         self.state["rewards"].append(record.reward)
@@ -318,6 +333,9 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
     finally:
         if task:
             bar.stop()
+
+
+COMMAND_LABELS = ("review", "apply")  # final lines whose value is a command to copy
 
 
 def next_steps(result: LoopResult) -> list[str]:

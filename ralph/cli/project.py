@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,10 @@ from ralph.cli.common import (
     show,
 )
 from ralph.cli.loops import ActorOpt, CheckOpt, ReflectorOpt, TestOpt, finish_loop, run_flags
+from ralph.rendering import Wrapped
+
+if TYPE_CHECKING:
+    from ralph.config import Role
 
 
 def init(
@@ -36,8 +40,8 @@ def init(
     ] = False,
 ) -> None:
     """Write .aiwg/ralph/config.yaml with the checks detected here, after running them once:
-    a check that already fails is written as a guard, one that cannot run is left out."""
-    from ralph.config import Role
+    failing tests become the loop's targets, another check that already fails is written as a
+    guard, one that cannot run is left out."""
     from ralph.evaluators import detect
 
     store = memory()
@@ -62,7 +66,7 @@ def init(
             if role == "guard" and interactive:
                 question = f"{probe.spec.name} fails now ({probe.detail}): must the loop fix it?"
                 role = "target" if typer.confirm(question, default=False) else "guard"
-            out.print(f"  {_probe_line(probe, role)}", markup=False)
+            out.print(Wrapped(f"  {_probe_line(probe, role)}"), crop=False)
             if probe.kept:
                 kept.append(replace(probe.spec, role=role))
     _write(out, store, path, kept, kept_settings)
@@ -71,9 +75,11 @@ def init(
         out.print(f"  check {check.name}: {check.command}{shown}", markup=False)
     if any(c.role == "guard" for c in kept):
         out.print(
-            "a guard must not get worse; to make the loop fix it, set `role: target` in the "
-            "file, name it with --check NAME, or run with --strict",
-            markup=False,
+            Wrapped(
+                "a guard must not get worse; to make the loop fix it, set `role: target` in the "
+                "file, name it with --check NAME, or run with --strict"
+            ),
+            crop=False,
         )
     _next_steps(out, store, path)
 
@@ -111,25 +117,24 @@ def _next_steps(out: Any, store: Any, config: Path) -> None:
         actor = "  # no actor found yet: `ralph doctor` says what each one needs"
     files = f"{here(config)} {here(store.base / '.gitignore')}"
     out.print("next:", markup=False)
-    for line in (
-        "ralph doctor",
-        f'git add {files} && git commit -m "ralph init"',
-        f'ralph run "TASK"{actor}',
+    for line, command in (
+        ("ralph doctor", True),
+        (f'git add {files} && git commit -m "ralph init"', True),
+        (f'ralph run "TASK"{actor}', False),  # a comment: no continuation inside it
     ):
-        out.print(f"  {line}", markup=False, soft_wrap=True)
+        out.print(Wrapped(f"  {line}", hang=4, shell=command), crop=False)
 
 
-def _probe_line(probe: Any, role: str | None) -> str:
+def _probe_line(probe: Any, role: Role | None) -> str:
+    """A probed check and the role a loop will give it, in judging's words (doctor and run
+    say the same)."""
+    from ralph.evaluators.judging import role_of, role_text
+
     name = f"{probe.spec.name}:"
     if not probe.kept:
         return f"{name} left out, {probe.detail}"
-    if probe.status == "pass":
-        return f"{name} passes; a target (must stay green)"
-    if probe.spec.parser == "pytest":
-        return f"{name} {probe.detail}; those tests are the loop's targets"
-    if role == "target":
-        return f"{name} {probe.detail}; a target: the loop must fix them"
-    return f"{name} {probe.detail} before any change; a guard (must not get worse)"
+    spec = replace(probe.spec, role=role if role == "target" else None)  # a guard by the rule
+    return f"{name} {probe.detail}; {role_text(*role_of(spec, probe.status, probe.count))}"
 
 
 # the loop ------------------------------------------------------------------------------------

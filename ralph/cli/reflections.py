@@ -116,7 +116,8 @@ def reflections_search(
         str | None, typer.Option(help="Only this failure category (e.g. edge_case_miss).")
     ] = None,
     min_confidence: Annotated[
-        float | None, typer.Option(help="Only reflections this confident (0-1).", min=0, max=1)
+        float | None,
+        typer.Option(metavar="X", help="Only reflections this confident (0-1).", min=0, max=1),
     ] = None,
     loop: LoopOpt = None,
     since: Annotated[
@@ -125,7 +126,7 @@ def reflections_search(
     until: Annotated[
         str | None, typer.Option(help="Only records written on or before (YYYY-MM-DD).")
     ] = None,
-    limit: Annotated[int, typer.Option(help="At most this many results.", min=1)] = 10,
+    limit: Annotated[int, typer.Option(metavar="N", help="At most this many results.", min=1)] = 10,
     as_json: JsonFlag = False,
 ) -> None:
     """Rank reflections of every loop by relevance to QUERY (BM25 over SQLite FTS5)."""

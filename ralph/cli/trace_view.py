@@ -60,7 +60,7 @@ def trace_path(store: MemoryStore, loop_id: str, iteration: int | None) -> tuple
         known = f"; it has iterations {spans(have)}" if have else "; it has none yet"
         raise StoreError(
             f"loop {loop_id} has no iteration {iteration}{known}",
-            hint="see `ralph reflections list --loop`",
+            hint=f"`ralph reflections list --loop {loop_id}` lists them",
         )
     return iteration, store.artifacts_dir(loop_id, iteration) / TRACE_FILE
 

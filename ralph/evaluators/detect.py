@@ -97,6 +97,7 @@ class Probe:
     spec: CheckSpec
     status: str  # pass, fail, error (could not run), missing (tool not installed)
     detail: str
+    count: int = 0  # its failing tests or findings
 
     @property
     def kept(self) -> bool:
@@ -127,7 +128,7 @@ def probe_checks(
             else:
                 first = outcome.errors[0].message.splitlines()[0] if outcome.errors else ""
                 detail = f"could not run: {first[:160] or 'no output'}"
-            probes[outcome.spec.name] = Probe(outcome.spec, status, detail)
+            probes[outcome.spec.name] = Probe(outcome.spec, status, detail, outcome.error_count)
     return [probes[c.name] for c in checks]
 
 

@@ -69,17 +69,28 @@ def assign_roles(
         outcome = by_name.get(spec.name)
         status = outcome.result.status if outcome else "error"
         count = outcome.error_count if outcome else 0
-        roles[spec.name] = _role(spec, status, count, named=spec.name in named, success=success)
+        roles[spec.name] = role_of(spec, status, count, named=spec.name in named, success=success)
     return roles
 
 
-def _role(
-    spec: CheckSpec, status: str, count: int, *, named: bool, success: str
+ROLE_MEANING: dict[str, str] = {"target": "must end green", "guard": "must not get worse"}
+
+
+def role_text(role: Role, why: str) -> str:
+    """A role in the words every screen uses (init, doctor, run): `a guard (must not get
+    worse): passes now: no test may start failing`."""
+    return f"a {role} ({ROLE_MEANING[role]}): {why}"
+
+
+def role_of(
+    spec: CheckSpec, status: str, count: int = 0, *, named: bool = False, success: str = "baseline"
 ) -> tuple[Role, str]:
+    """A check's role and why, from its status on the untouched tree: the one rule, which
+    `ralph init` says before a loop and the loop applies."""
     if success == "strict":
         return "target", "--strict: every check must pass"
     if spec.role == "target":
-        return "target", "must end green (role set in the configuration)"
+        return "target", "role set in the configuration"
     if spec.role == "guard":
         return "guard", f"{_guard_why(spec, status, count)} (role set in the configuration)"
     if spec.parser == "judge":

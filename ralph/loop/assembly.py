@@ -223,8 +223,9 @@ def _run_in_worktree(
     workdir = add_worktree(root, loop_id)
     reporter.note(f"working in the git worktree {workdir}")
     imports = import_path(workdir, os.environ)
-    for name, value in imports.items():
-        reporter.note(f"the checks and the agent import the worktree's code first: {name}={value}")
+    for name, value in imports.items():  # the worktree's path is said above: shorter here
+        shown = value.replace(str(workdir), "<worktree>", 1)
+        reporter.note(f"the checks and the agent import the worktree's code first: {name}={shown}")
     if warning := worktree_misses(root):
         reporter.note(warning)
     keep = False
@@ -390,15 +391,11 @@ def loop_workdir(state: LoopState, home: Path) -> Path:
 
 
 def _resumable(store: MemoryStore) -> str:
-    running = store.running_loops()
-    candidates = [
-        item.state
-        for item in store.list_loops()
-        if item.state and store.effective_status(item.state, running) in ("paused", "crashed")
-    ]
-    if not candidates:
-        raise StoreError("no paused or crashed loop to resume", hint="`ralph status` lists loops")
-    return candidates[-1].loop_id
+    running, states = store.running_loops(), [item.state for item in store.list_loops()]
+    found = [s for s in states if s and store.effective_status(s, running) in ("paused", "crashed")]
+    if not found:  # `ralph status` shows one loop; the list is this
+        raise StoreError("no paused or crashed loop to resume", hint="see `ralph reflections list`")
+    return found[-1].loop_id
 
 
 ABORT_WAIT = 60.0  # seconds `ralph abort` waits for a running loop to save itself and stop

@@ -18,7 +18,7 @@ from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
-from ralph.rendering import lines, whole
+from ralph.rendering import Wrapped, lines, whole
 from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
 from ralph.workspace.branches import Branches
 
@@ -50,17 +50,20 @@ class ApplyOutcome:
             yield from lines(f"nothing to apply: this branch has {where} already")
             return
         count = plural(len(self.files), "file")
-        yield whole(f"applied {where}: {count}, staged, not committed")
+        yield Wrapped(f"applied {where}: {count}, staged, not committed")
         yield from lines(*(f"  {name}" for name in self.files[:20]))
         if len(self.files) > 20:
             yield from lines(f"  ... {len(self.files) - 20} more")
         if self.conflicts:
-            yield whole(
+            yield Wrapped(
                 f"conflicts in {', '.join(self.conflicts)}: resolve them and commit, or undo with "
                 "`git reset --merge`"
             )
             return
-        yield from lines("review: git diff --cached    commit: git commit")
+        yield Wrapped(
+            "review: git diff --cached    commit: git commit (its message is prefilled: "
+            "ralph's summary of the loop, in git's SQUASH_MSG)"
+        )
         if self.accepted:
             yield from lines("counted as accepted (feedback: implicitly, by apply)")
         if self.memory_hint:  # the memory is meant to be committed

@@ -18,7 +18,7 @@ from ralph.loop import steps
 from ralph.loop.announce import green_message
 from ralph.loop.assembly import build_parts, intake
 from ralph.memory.store import MemoryStore
-from ralph.rendering import whole
+from ralph.rendering import Wrapped, whole
 from ralph.templates import render
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class Preview:
         "already_green",
         "prompt",
         "notes",
+        "sandbox",
     )
 
     task: str
@@ -51,6 +52,7 @@ class Preview:
     prompt: str | None  # as the actor gets it; None when the baseline is already green
     evaluation: Evaluation
     notes: list[str] = field(default_factory=list)
+    sandbox: str = ""  # on (which bubblewrap) or off, and why: `sandbox.state_line`
 
     @property
     def checks(self) -> list[dict[str, Any]]:
@@ -78,6 +80,8 @@ class Preview:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield whole(f"actor    {self.actor}")
         yield whole(f"command  {self.command}")
+        if self.sandbox:
+            yield Wrapped(f"sandbox  {self.sandbox}", hang=9)
         yield whole("checks (baseline on the untouched tree):")
         rows = self.checks
         width = max((len(row["name"]) for row in rows), default=0)
@@ -109,6 +113,7 @@ def preview_run(
     """The first prompt of `ralph run TASK` with `flags`; `on_done(outcome)` per baseline check."""
     from ralph.actors.registry import describe_actor, prompt_as_sent
     from ralph.loop import prompts
+    from ralph.sandbox import state_line
     from ralph.workspace.parity import worktree_misses
 
     task, root, home, settings = intake(task, flags, cwd)
@@ -126,8 +131,9 @@ def preview_run(
     rules = BaselineRules(settings.named(), settings.success)
     evaluation = parts.evaluator.handle(EvaluationRequest(root, establish=rules, on_done=on_done))
     command = describe_actor(parts.actor)
+    sandbox = state_line(settings.sandbox, settings.sandbox_network)
     if evaluation.passed:
-        return Preview(task, parts.actor.name, command, None, evaluation, notes)
+        return Preview(task, parts.actor.name, command, None, evaluation, notes, sandbox)
     # the runner's own lookup, not a copy
     lessons = steps.lessons(
         MemoryStore(home),
@@ -150,4 +156,4 @@ def preview_run(
     )
     prompt = render("actor", context, project_root=home)
     shown = prompt_as_sent(parts.actor, prompt, root)
-    return Preview(task, parts.actor.name, command, shown, evaluation, notes)
+    return Preview(task, parts.actor.name, command, shown, evaluation, notes, sandbox)

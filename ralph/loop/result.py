@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ralph.errors import EXIT_ABORTED, RalphError
-from ralph.rendering import lines, to_data, whole
+from ralph.rendering import Wrapped, to_data
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -199,6 +199,9 @@ def files_json(files: list[ChangedFile] | None) -> list[dict[str, Any]] | None:
     return data
 
 
+LABEL_COLUMN = 14  # where `ralph status` starts each value, after its label
+
+
 @dataclass
 class LoopStatus:
     """What `ralph status` shows of a loop, from its state alone; its fields, in their order,
@@ -242,13 +245,13 @@ class LoopStatus:
             shown.append(f"  branch      {self.branch}{commit}")
         if self.worktree:
             shown.append(f"  worktree    {self.worktree}")
-        yield from lines(*shown)
         if self.iteration:
-            yield whole(f"  changed     {changed_text(files_json(self.changed_files))}")
-        for n, text in enumerate(self.worse):
-            yield whole(f"  {'worse' if n == 0 else '':<12}{text}")
+            shown.append(f"  changed     {changed_text(files_json(self.changed_files))}")
+        shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
         if self.stop_reason:
-            yield from lines(f"  stopped     {self.stop_reason}")
+            shown.append(f"  stopped     {self.stop_reason}")
+        for n, line in enumerate(shown):  # a value wraps under its own column
+            yield Wrapped(line, hang=4 if n == 0 else LABEL_COLUMN)
 
     def spent(self) -> str:
         """Tokens and money so far; `none yet` before anything was counted (as the live

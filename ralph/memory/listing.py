@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ralph.errors import StoreError
-from ralph.glyphs import first_line
+from ralph.glyphs import first_line, plural
 from ralph.ids import validate_loop_id
-from ralph.rendering import Rows, lines, reward_text
+from ralph.rendering import Rows, Wrapped, lines, reward_text
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -94,14 +94,15 @@ class IterationRow:
     root_cause: str | None
     reflection: str
 
-    def cells(self) -> list[str]:
-        # what differs between iterations first: the root cause, else the reflection's first line
+    def cells(self, width: int | None = None) -> list[str]:
+        """What differs between iterations first: the root cause, else the reflection's first
+        line; cut at `width` on a terminal only (a pipe keeps it whole)."""
         return [
             str(self.iteration),
             "yes" if self.passed else "no",
             reward_text(self.reward),
             str(self.failure_category or "-"),
-            first_line(str(self.root_cause or self.reflection), 90),
+            first_line(str(self.root_cause or self.reflection), width),
         ]
 
 
@@ -113,7 +114,7 @@ class InvalidIteration:
     valid: bool
     problem: str
 
-    def cells(self) -> list[str]:
+    def cells(self, width: int | None = None) -> list[str]:
         return [str(self.iteration), "invalid", "-", "-", self.problem]
 
 
@@ -126,7 +127,8 @@ class IterationList(list[IterationRow | InvalidIteration]):
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         columns = ["iter", "passed", "reward", "category", "root cause / reflection"]
-        yield Rows(f"loop {self.loop_id}", columns, [row.cells() for row in self])
+        width = 90 if console.is_terminal else None  # a pipe or CSV never cuts a text
+        yield Rows(f"loop {self.loop_id}", columns, [row.cells(width) for row in self])
 
 
 def list_iterations(store: MemoryStore, loop_id: str) -> IterationList:
@@ -149,10 +151,13 @@ def list_iterations(store: MemoryStore, loop_id: str) -> IterationList:
                 reward=record.evaluator_output.reward_signal,
                 failure_category=credit.failure_category if credit else None,
                 root_cause=credit.root_cause if credit and credit.root_cause else None,
-                reflection=first_line(record.self_reflection.reflection_text, 200),
+                reflection=first_line(record.self_reflection.reflection_text),
             )
         )
     return IterationList(loop_id, rows)
+
+
+MIN_RELEVANCE = 0.005  # of the best hit's score: below, a hit shows as 0% and is left out
 
 
 class SearchResults(list["Hit"]):
@@ -167,19 +172,32 @@ class SearchResults(list["Hit"]):
         if not self:
             yield from lines(f"no reflection matches {self.query!r}")
             return
-        top = self[0].score or 1.0  # BM25 scores mean little alone: show them against the best
+        top = self[0].score  # BM25 scores mean little alone: show them against the best
+        # a hit at 0% of the best matched only words most reflections have: left out
+        shown = [hit for hit in self if top <= 0 or hit.score / top >= MIN_RELEVANCE]
+        width = 80 if console.is_terminal else None  # a pipe never cuts a text
         cells = [
             [
-                f"{hit.score / top:.0%}",
+                f"{hit.score / top:.0%}" if top > 0 else "-",
                 f"{hit.loop_id}#{hit.iteration}",
                 str(hit.category or ("passed" if hit.passed else "-")),
                 reward_text(hit.confidence),
                 f"{hit.retrieved}/{hit.helped}",
                 # the root cause first: it says what differs, not "My attempt did not ..."
                 ("[obsolete] " if hit.obsolete else "")
-                + first_line(hit.root_cause or hit.summary, 80),
+                + first_line(hit.root_cause or hit.summary, width),
             ]
-            for hit in self
+            for hit in shown
         ]
         columns = ["relevance", "reflection", "category", "conf", "used/helped", "summary"]
         yield Rows(f"search: {self.query}", columns, cells)
+        if not console.is_terminal:  # tab-separated lines only
+            return
+        if top <= 0:
+            yield Wrapped(
+                "relevance -: every word searched for is in most reflections, so none ranks "
+                "above another; add a rarer word"
+            )
+        elif len(shown) < len(self):
+            left = plural(len(self) - len(shown), "more hit")
+            yield Wrapped(f"{left} left out: they match only words most reflections have")

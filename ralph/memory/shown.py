@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.errors import StoreError
 from ralph.glyphs import first_line, plural, spans
 from ralph.ids import validate_loop_id
-from ralph.rendering import reward_text, whole
+from ralph.rendering import Wrapped, reward_text, whole
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -33,7 +33,8 @@ class RecordView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.text import Text
 
-        yield from (Text.from_markup(line) for line in self.markup())
+        for line in self.markup():  # a paragraph wraps under its own indent
+            yield Wrapped(Text.from_markup(line))
 
     def markup(self) -> Iterator[str]:
         """The record's lines in rich markup, its own text escaped."""
@@ -67,7 +68,8 @@ class RecordView:
                 yield f"    ... {record.error_count - 10} more"
         sr = record.self_reflection
         yield "\n[bold]reflection[/]"
-        yield f"  {escape(sr.reflection_text)}"
+        for paragraph in sr.reflection_text.strip().splitlines() or [""]:
+            yield f"  {escape(paragraph)}"
         credit = sr.credit_assignment
         if credit and (credit.root_cause or credit.failure_category):
             yield (

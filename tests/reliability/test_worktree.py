@@ -292,7 +292,8 @@ def test_a_worktree_loop_tests_the_worktrees_code_not_the_installed_checkout(
         str(MemoryStore(repo).read_state(json.loads(result.out)["loop_id"]).git.worktree)
     )  # type: ignore[union-attr]
     expected = f"{worktree / 'src'}{os.pathsep}{repo / 'src'}"
-    assert f"PYTHONPATH={expected}" in result.err
+    shown = f"{Path('<worktree>') / 'src'}{os.pathsep}{repo / 'src'}"  # its path said above
+    assert f"PYTHONPATH={shown}" in result.err and f"git worktree {worktree}" in result.err
     assert seen.read_text() == expected  # the agent's own test runs import the worktree too
     assert (repo / "src" / "calcpkg" / "__init__.py").read_text() == "VALUE = 1\n"  # untouched
 
