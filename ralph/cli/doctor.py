@@ -231,7 +231,8 @@ def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     dirty = workspace.dirty_files(untracked=not settings.worktree)
     where = f"{branch or 'HEAD'} at {head[:12]}"
     if dirty and settings.worktree:
-        detail = f"{where}; the worktree starts without {len(dirty)} uncommitted edits (--worktree)"
+        missed = plural(len(dirty), "uncommitted edit")
+        detail = f"{where}; the worktree starts without {missed} (--worktree)"
         return [Row("git", "repository", "ok", f"{detail}; {root}"), *after]
     if dirty and not settings.allow_dirty:
         hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"

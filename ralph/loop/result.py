@@ -269,8 +269,9 @@ class LoopStatus:
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
-    """What `ralph status` shows of a loop (the latest by default), from its state alone: no
-    loop machinery is loaded, so the command answers at once."""
+    """What `ralph status` shows of a loop (the latest by default), from its state and, for the
+    attempts that made something worse, its records: no loop machinery is loaded, so the
+    command answers at once."""
     from ralph.ids import validate_loop_id
     from ralph.loop.rollback import verdicts
     from ralph.memory.store import MemoryStore
