@@ -20,6 +20,9 @@ from .fakes.calc_project import git, make_calc_repo
 
 CALC = "def add(a, b):\n    return a - b\n"
 CHECK = f'{sys.executable} -c "import calc, sys; sys.exit(calc.add(2, 3) != 5)"'
+# the memory is meant to be committed: the final lines say how, while it is untracked
+MEMORY = ".aiwg/ralph/reflections"
+HINT = f'git add {MEMORY} && git commit -m "ralph: reflections" -- {MEMORY}'
 # iteration 1: a wrong change; 2: nothing at all; 3 and later: the fix
 AGENT = """#!/bin/sh
 case "$RALPH_ITERATION" in
@@ -97,6 +100,7 @@ def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo:
         f"apply   git switch main && ralph apply {loop_id}",
         f"        (or git merge --squash {branch})",
         "drop    ralph prune (removes finished loops' branches, keeps records)",
+        f"memory  {HINT}",
     ]
 
 
@@ -167,17 +171,35 @@ def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_ac
     assert (feedback["verdict"], feedback["source"]) == ("accepted", "apply")
 
 
-def test_apply_refuses_a_dirty_tree_and_changes_nothing(ralph: RunCli, repo: Path) -> None:
+def test_apply_refuses_staged_changes_and_edits_of_the_loops_files_and_changes_nothing(
+    ralph: RunCli, repo: Path
+) -> None:
+    """apply refused any uncommitted file, so a tree given back by an --allow-dirty loop could
+    not take the loop's work. It refuses what a `git commit` would mix in (staged changes) or
+    what the merge would overwrite (an edit of a file the loop changed), nothing else."""
     loop_id = str(run_loop(ralph, repo)["loop_id"])
     git(repo, "switch", "-q", "main")
     (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
     before = git(repo, "status", "--porcelain")
-    result = ralph("apply", loop_id, cwd=repo)
-    assert result.code == 2
-    assert result.err.startswith("ralph: error: the working tree has uncommitted changes: notes")
-    assert len(result.err.strip().splitlines()) == 2  # one line and a hint
+    staged = ralph("apply", loop_id, cwd=repo)
+    assert staged.code == 2
+    assert staged.err.startswith("ralph: error: the index holds staged changes: notes.txt")
+    assert len(staged.err.strip().splitlines()) == 2  # one line and a hint
+    assert git(repo, "status", "--porcelain") == before
+    git(repo, "restore", "--staged", "notes.txt")
+    (repo / "calc.py").write_text(CALC + "# my own line\n")
+    before = git(repo, "status", "--porcelain")
+    edited = ralph("apply", loop_id, cwd=repo)
+    assert edited.code == 2
+    assert "uncommitted changes to files the loop changed: calc.py" in edited.err
     assert git(repo, "status", "--porcelain") == before
     assert read_feedback(MemoryStore(repo), loop_id) is None
+    git(repo, "checkout", "calc.py")
+    applied = ralph("apply", loop_id, cwd=repo)  # an untracked file of the user's stays
+    assert applied.code == 0, applied.err
+    assert git(repo, "status", "--porcelain", "--", ".", ":!.aiwg") == "M  calc.py\n?? notes.txt"
+    assert (repo / "notes.txt").read_text() == "mine\n"
 
 
 def test_apply_a_chosen_iteration_and_refuse_one_that_is_not_there(
@@ -438,7 +460,7 @@ def test_apply_prepares_ralphs_commit_message_without_the_reverted_attempt(
     agent.write_text(ROLLED_BACK_AGENT)
     summary = run_loop(ralph, repo, "--check", GUARD, task="fix add so it adds")
     assert summary["status"] == "completed", summary["_err"]
-    assert "iteration 1 broke what worked before" in str(summary["_err"])
+    assert "iteration 1: rolled back: broke what worked before" in str(summary["_err"])
     loop_id = str(summary["loop_id"])
     git(repo, "switch", "-q", "main")
     assert ralph("apply", loop_id, cwd=repo).code == 0
@@ -451,3 +473,33 @@ def test_apply_prepares_ralphs_commit_message_without_the_reverted_attempt(
     assert "Iterations kept:\n- iteration 2: changed calc.py" in message
     assert "iteration 1" not in message and "Squashed commit" not in message
     assert "without a summary of its own" not in message
+
+
+# -- the memory is meant to be committed -----------------------------------------------------------
+
+
+def test_run_and_apply_say_how_to_commit_the_memory_while_it_is_untracked(
+    ralph: RunCli, repo: Path
+) -> None:
+    """After every run `.aiwg/ralph/reflections/<loop>/` was untracked and no line said that it
+    is meant to be committed. The hint commits the records alone, the applied work stays staged;
+    once they are committed, or ignored, no hint."""
+    from ralph.loop.result import memory_hint
+
+    summary = run_loop(ralph, repo)
+    assert f"memory  {HINT}" in str(summary["_err"]).splitlines()
+    git(repo, "switch", "-q", "main")
+    applied = ralph("apply", str(summary["loop_id"]), cwd=repo)
+    assert applied.code == 0, applied.err
+    assert f"memory: {HINT}" in applied.out.splitlines()
+    subprocess.run(HINT, shell=True, cwd=repo, check=True, capture_output=True)
+    assert git(repo, "log", "-1", "--format=%s") == "ralph: reflections"
+    assert git(repo, "diff", "--cached", "--name-only") == "calc.py"  # the apply, still staged
+    store = MemoryStore(repo)
+    assert memory_hint(store) is None  # committed
+    git(repo, "restore", "--staged", "--worktree", "calc.py")
+    again = run_loop(ralph, repo, "--loop-id", "ralph-second-00000002")
+    assert f"memory  {HINT}" in str(again["_err"]).splitlines()
+    exclude = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude"))
+    exclude.write_text(".aiwg/ralph/reflections/\n")
+    assert memory_hint(store) is None  # ignored

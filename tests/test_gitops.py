@@ -310,6 +310,31 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
     assert not (repo / "agent.py").exists()
 
 
+def test_the_users_work_stays_saved_when_their_branch_moved_and_the_note_brings_it_back(
+    repo: Path,
+) -> None:
+    """Where the loop cannot give the work back itself (the user's branch moved meanwhile), its
+    end says where the work is and the one command that brings it back; that command works."""
+    write(repo, "notes.txt", "the user's own notes\n")
+    write(repo, "b.py", B_PY + "USER = True\n")
+    workspace = GitWorkspace(repo)
+    state = workspace.start_loop(LOOP, allow_dirty=True)
+    write(repo, "agent.py", "made by the agent\n")
+    workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.10")
+    moved = git(repo, "commit-tree", f"{state.original_commit}^{{tree}}", "-p",
+                str(state.original_commit), "-m", "elsewhere")  # fmt: skip
+    git(repo, "update-ref", "refs/heads/main", moved)
+    given = workspace.end_loop(state)
+    assert given is not None and not given.restored
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == loop_branch(LOOP)  # nothing moved
+    command = given.note.split("to get them back: ")[1]
+    assert command == f"git switch main && git stash apply --index {state.user_changes[:12]}"
+    subprocess.run(command, shell=True, cwd=repo, check=True, capture_output=True)
+    assert (repo / "notes.txt").read_text() == "the user's own notes\n"
+    assert (repo / "b.py").read_text() == B_PY + "USER = True\n"
+    assert not (repo / "agent.py").exists()
+
+
 def test_restore_refuses_to_overwrite_uncommitted_changes(repo: Path) -> None:
     workspace = GitWorkspace(repo)
     base = workspace.start_loop(LOOP, allow_dirty=False).base_commit

@@ -12,6 +12,7 @@ from ralph.analyze.stats import analyze
 from ralph.cli.analyze_view import curve
 from ralph.cli.live import PlainReporter
 from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.loop.result import loop_status
 from ralph.records import CheckResult, Diagnostic, ErrorType, Metrics
 from ralph.testing import FakeCheck, Loop, Step, fake_evaluator, make_loop
 
@@ -107,7 +108,9 @@ def test_an_attempt_that_breaks_nine_passing_tests_shows_as_harm(tmp_path: Path)
     assert "iteration 1: reward" in lines[0]
     assert "broke what worked (tests: 3 → 12 failing, 9 new) — tests fail" in lines[0]
     assert "test_3 failed" in lines[1]  # the first broken test, not the baseline's test_0
-    assert loop.reporter.noted("iteration 1 broke what worked before: restored the code")
+    assert loop.reporter.noted(
+        "iteration 1: rolled back: broke what worked before; restored the code"
+    )
     # a clean success says nothing of harm
     assert "broke" not in loop.workspace.messages[2].split("\n", 1)[0]
     assert state.status == "completed"
@@ -147,6 +150,13 @@ def test_an_attempt_that_fixed_more_while_breaking_some_is_kept_to_repair(tmp_pa
     assert first.ralph is not None and (first.ralph.fixed, first.ralph.regressions) == (1, 2)
     assert state.baseline is not None and first.reward < state.baseline.reward
     assert not loop.reporter.noted("restored the code")
+    assert loop.reporter.noted(
+        "iteration 1: kept: broke what worked before, but fixed 1 target failure, more than the "
+        "starting point (0); the next attempt repairs what it broke from here"
+    )  # never silent: the line says why the harm stays
+    assert [line.split(", but")[0] for line in loop_status(state.loop_id, tmp_path).worse] == [
+        "iteration 1: kept: broke what worked before"
+    ]  # and `ralph status` says it, replayed from the records
     assert found == ["1,2,3,4"]  # attempt 2 started from attempt 1's tree
     assert state.status == "completed"
 

@@ -223,7 +223,8 @@ def test_an_attempt_worse_than_the_baseline_is_rolled_back_and_the_prompt_matche
         ralph, project, "--test", test, "--check", ruff, "--max-iterations", "3"
     )
     assert code == 1, err
-    assert "iteration 1 broke what worked before: restored the code of the starting point" in err
+    rolled = "iteration 1: rolled back: broke what worked before; restored the code of the start"
+    assert rolled in err
     assert seen("calc.py-before-2") == BUGGY  # the broken attempt is gone from the tree
     second = seen("prompt-2.md")
     now = second.split("# Checks that fail right now")[1].split("# Your last attempt")[0]
@@ -231,9 +232,15 @@ def test_an_attempt_worse_than_the_baseline_is_rolled_back_and_the_prompt_matche
     reverted = second.split("# Your last attempt was reverted")[1].split("\n# ")[0]
     assert "calc.py:1" in reverted
     # attempt 2 broke a target (a new ruff finding) and fixed nothing: rolled back as well
-    assert "iteration 2 broke what worked before" in err
+    assert "iteration 2: rolled back: broke what worked before" in err
     assert seen("legacy.py-before-3") == "def old() -> None:\n    pass\n"
     assert summary["best_reward"] is not None and summary["best_reward"] <= 0.99
+    # `ralph status` says it too, replayed from the records
+    status = ralph("status", summary["loop_id"], cwd=project).out
+    assert "  worse       iteration 1: rolled back: broke what worked before; restored" in status
+    assert "iteration 2: rolled back: broke what worked before" in status
+    shown = json.loads(ralph("status", summary["loop_id"], "--json", cwd=project).out)
+    assert [text.split(":")[1] for text in shown["worse"]] == [" rolled back"] * 2
 
 
 def test_strict_makes_the_old_findings_a_target(ralph: RunCli, initialised: Path) -> None:

@@ -250,9 +250,22 @@ def test_a_worse_attempt_is_rolled_back_to_the_best_code(tmp_path: Path) -> None
     result = loop.start()
     assert result.reward_history == [0.75, 0.5, 0.75]
     assert loop.actor.before[3] == VERSIONS["partial"]
-    assert loop.reporter.noted("iteration 2 fell to 0.50: restored the code of iteration 1")
+    assert loop.reporter.noted(
+        "iteration 2: rolled back: fell to 0.50; restored the code of iteration 1"
+    )
     assert "# Your last attempt was reverted" in loop.actor.prompts[3]
     assert "# Your last attempt was reverted" not in loop.actor.prompts[2]
+
+
+def test_with_no_rollback_a_worse_attempt_is_kept_and_its_line_says_so(tmp_path: Path) -> None:
+    """A worse attempt kept by --no-rollback (or by the rule) said nothing: its line now says
+    kept, and why."""
+    plan = {1: write("partial"), 2: write("half"), 3: Step()}
+    loop = make_loop(tmp_path, plan, max_iterations=3, no_rollback=True)
+    loop.start()
+    assert loop.actor.before[3] == VERSIONS["half"]
+    assert loop.reporter.noted("iteration 2: kept: fell to 0.50; --no-rollback keeps every")
+    assert not loop.reporter.noted("rolled back")
 
 
 def test_after_a_rollback_the_next_prompt_holds_the_reverted_diff(tmp_path: Path) -> None:
@@ -260,7 +273,7 @@ def test_after_a_rollback_the_next_prompt_holds_the_reverted_diff(tmp_path: Path
     what it broke, so the agent does not make it again."""
     loop = make_loop(tmp_path, {1: write("zero"), 2: Step()}, calc="half", max_iterations=2)
     loop.start()
-    assert loop.reporter.noted("iteration 1 broke what worked before")
+    assert loop.reporter.noted("iteration 1: rolled back: broke what worked before")
     assert loop.actor.before[2] == VERSIONS["half"]
     reverted = loop.actor.prompts[2].split("# Your last attempt was reverted")[1]
     caused, diff = reverted.split("The change of attempt 1 that was reverted")

@@ -227,8 +227,13 @@ def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     branch = process.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root).stdout.strip()
     on_loop = _loop_branch_row(store, branch)
     after = [on_loop] if on_loop else []
-    dirty = workspace.dirty_files()
+    # a worktree loop starts from a fresh checkout of HEAD: only tracked edits matter, and warn
+    dirty = workspace.dirty_files(untracked=not settings.worktree)
     where = f"{branch or 'HEAD'} at {head[:12]}"
+    if dirty and settings.worktree:
+        missed = plural(len(dirty), "uncommitted edit")
+        detail = f"{where}; the worktree starts without {missed} (--worktree)"
+        return [Row("git", "repository", "ok", f"{detail}; {root}"), *after]
     if dirty and not settings.allow_dirty:
         hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"
         detail = f"{where}; uncommitted: {name_some(dirty, 5)}"

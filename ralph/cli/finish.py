@@ -25,9 +25,10 @@ def apply(
     as_json: JsonFlag = False,
 ) -> None:
     """Bring a loop's best (or chosen) iteration onto the current branch as uncommitted changes,
-    as `git merge --squash` would (default: the latest loop, as `status`); refuses a tree with
-    uncommitted changes, and a loop that did not succeed unless --iteration or --force says so.
-    Applying a success counts as accepted."""
+    as `git merge --squash` would, from the loop's starting point (default: the latest loop, as
+    `status`); refuses staged changes, uncommitted changes to a file the loop changed, and a
+    loop that did not succeed unless --iteration or --force says so. Applying a success counts
+    as accepted."""
     from ralph.loop.handoff import apply_loop
 
     store = memory()

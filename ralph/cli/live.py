@@ -138,8 +138,12 @@ class PlainReporter:
             from ralph.loop.result import files_json
 
             self.line(f"changed: {changed_text(files_json(result.changed_files))}")
+        if result.user_changes:  # --allow-dirty: where the user's own work is now
+            self.block(f"yours   {result.user_changes}")
         for text in next_steps(result) if self.next_steps else []:
             self.block(text)
+        if result.memory_hint and self.next_steps:  # the memory is meant to be committed
+            self.block(f"memory  {result.memory_hint}")
         write_step_summary(result)
 
     def block(self, text: str) -> None:
@@ -338,6 +342,7 @@ def next_steps(result: LoopResult) -> list[str]:
     at_tip = best is not None and result.best_iteration == result.iterations
     shown = result.branch if at_tip or best is None else best[:12]
     base = result.base_branch or (result.base_commit or "HEAD")[:12]
+    start = (result.base_commit or "HEAD")[:12]
     where = f"branch  {result.branch} (from {base})"
     drop = "drop    ralph prune (removes finished loops' branches, keeps records)"
     improved = (
@@ -348,15 +353,19 @@ def next_steps(result: LoopResult) -> list[str]:
     if not improved:
         return [where, "best    no iteration did better than the starting point", drop]
     assert best is not None
-    switch = "" if result.worktree else f"git switch {base} && "
+    switch = "" if result.worktree or result.restored else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
     force = "" if result.status == "completed" else " --force  (it still fails its checks)"
+    # --allow-dirty: the loop's own work starts at its starting-point commit, which holds the
+    # user's uncommitted changes; a diff or merge from the base branch would count them too
+    review = f"{base}...{shown}" if result.user_changes is None else f"{start} {shown}"
+    merge = [] if result.user_changes is not None else [f"        (or git merge --squash {shown})"]
     return [
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
-        f"review  git diff {base}...{shown}",
+        f"review  git diff {review}",
         f"apply   {switch}ralph apply {result.loop_id}{force}",
-        f"        (or git merge --squash {shown})",
+        *merge,
         drop,
     ]
 

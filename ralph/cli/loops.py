@@ -270,10 +270,20 @@ def run(
     ] = None,
     no_git: Annotated[bool, _flag("--no-git", "No branch, commits or rollback.")] = False,
     allow_dirty: Annotated[
-        bool, _flag("--allow-dirty", "Run on a tree with uncommitted changes.")
+        bool,
+        _flag(
+            "--allow-dirty",
+            "Run on a tree with uncommitted changes; the loop's end gives them back as they were.",
+        ),
     ] = False,
     no_rollback: Annotated[
-        bool, _flag("--no-rollback", "Keep a regressed attempt's code.")
+        bool,
+        _flag(
+            "--no-rollback",
+            "Never roll back: each attempt starts from the last one's code. Without it, an "
+            "attempt scoring below the best code so far (every one that broke what worked) is "
+            "rolled back to that code, unless it fixed more target failures than that code.",
+        ),
     ] = False,
     allow_test_edits: AllowTestEditsFlag = False,
     memory_tools: MemoryToolsFlag = None,
@@ -413,6 +423,10 @@ def abort(loop: LoopArg) -> None:
     state, stopped = runner.abort_loop(loop_in(memory(), loop))
     if stopped:
         console().print(f"loop {state.loop_id} aborted", markup=False)
+        from ralph.loop.handoff import give_back
+
+        if given := give_back(memory(), state):  # --allow-dirty: the user's tree back
+            console().print(f"yours   {given.note}", markup=False, soft_wrap=True)
     else:
         console().print(
             f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "

@@ -217,7 +217,7 @@ def _run_in_worktree(
     parts: Parts | None,
 ) -> LoopResult:
     """`--worktree`: the loop works in its own worktree; its memory stays in `store`."""
-    from ralph.workspace.git import GitWorkspace
+    from ralph.workspace.parity import worktree_misses
     from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
     if settings.no_git:
@@ -228,12 +228,8 @@ def _run_in_worktree(
     for name, value in imports.items():  # the worktree's path is said above: shorter here
         shown = value.replace(str(workdir), "<worktree>", 1)
         reporter.note(f"the checks and the agent import the worktree's code first: {name}={shown}")
-    dirty = GitWorkspace(root).dirty_files()
-    if dirty:
-        reporter.note(
-            f"uncommitted changes in {root} are not in the worktree, which starts at HEAD: "
-            + name_some(dirty, 5)
-        )
+    if warning := worktree_misses(root):
+        reporter.note(warning)
     keep = False
     try:
         prepare_worktree(settings, root, workdir, {**os.environ, **imports}, reporter)

@@ -18,12 +18,14 @@ from ralph.files import atomic_write_json
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.loop.apply_message import apply_message
+from ralph.loop.result import memory_hint
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import utc_now
 from ralph.rendering import Wrapped, lines, whole
-from ralph.workspace.base import GitState, name_some
+from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
 from ralph.workspace.branches import Branches
+from ralph.workspace.git import GitWorkspace
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -34,6 +36,10 @@ APPLIED_FILE = "applied.json"  # in the loop's folder: `ralph apply` brought its
 
 @dataclass
 class ApplyOutcome:
+    json_fields: ClassVar[tuple[str, ...]] = (
+        "loop_id", "iteration", "commit", "branch", "files", "conflicts", "accepted",
+    )  # fmt: skip
+
     loop_id: str
     iteration: int
     commit: str
@@ -41,6 +47,7 @@ class ApplyOutcome:
     files: list[str]
     conflicts: list[str]
     accepted: bool  # recorded as implicit feedback
+    memory_hint: str | None = None  # the command that commits the records, while untracked
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         where = f"iteration {self.iteration} of {self.loop_id} ({self.commit[:12]})"
@@ -64,6 +71,8 @@ class ApplyOutcome:
         )
         if self.accepted:
             yield from lines("counted as accepted (feedback: implicitly, by apply)")
+        if self.memory_hint:  # the memory is meant to be committed
+            yield whole(f"memory: {self.memory_hint}")
 
 
 def apply_loop(
@@ -132,10 +141,9 @@ def apply_loop(
             hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
             f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
-    applied = branches.squash(commit, loop_branch=branch)
+    applied = branches.squash(commit, base=git.base_commit, loop_branch=branch)
     if applied.files or applied.conflicts:
         _note_applied(store, state.loop_id, chosen, commit)
-
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))
@@ -143,9 +151,37 @@ def apply_loop(
     accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
     if accepted:
         accepted = record_feedback(store, state.loop_id, "accepted", source="apply") is not None
+
     return ApplyOutcome(
-        state.loop_id, chosen, commit, branch, applied.files, applied.conflicts, accepted
+        state.loop_id,
+        chosen,
+        commit,
+        branch,
+        applied.files,
+        applied.conflicts,
+        accepted,
+        memory_hint(store),
     )
+
+
+def let_go(workspace: Workspace, state: LoopState) -> GivenBack | None:
+    """What a loop holds of the user's tree (`--allow-dirty`) once it stops: an ended loop gives
+    it back (their branch, their uncommitted work); a paused one still holds it and says how
+    to get it back."""
+    if state.git is None:
+        return None
+    if state.status in FINISHED:
+        return workspace.end_loop(state.git)
+    note = state.git.user_changes_note()
+    return GivenBack(note, restored=False) if note else None
+
+
+def give_back(store: MemoryStore, state: LoopState) -> GivenBack | None:
+    """`ralph abort` of a loop that was not running lets go of the user's tree in its place."""
+
+    if state.git is None or not state.git.user_changes or state.git.worktree:
+        return None
+    return let_go(GitWorkspace(store.root), state)
 
 
 def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:

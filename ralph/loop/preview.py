@@ -22,6 +22,7 @@ from ralph.memory.store import MemoryStore
 from ralph.rendering import Wrapped, whole
 from ralph.sandbox import state_line
 from ralph.templates import render
+from ralph.workspace.parity import worktree_misses
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -120,9 +121,12 @@ def preview_run(
     parts.actor.preflight()
     loop_id = new_loop_id(task)
     notes = []
-    parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty)
+    # a worktree loop starts from a fresh checkout of HEAD: what is uncommitted here is no bar
+    parts.workspace.preflight_loop(loop_id, allow_dirty=settings.allow_dirty or settings.worktree)
     if settings.worktree:
         notes.append("--worktree: the loop would work in a new worktree at HEAD")
+        if not settings.no_git and (warning := worktree_misses(root)):
+            notes.append(warning)
     rules = BaselineRules(settings.named(), settings.success)
     evaluation = parts.evaluator.handle(EvaluationRequest(root, establish=rules, on_done=on_done))
     command = describe_actor(parts.actor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from ralph.memory.state import LoopState
+    from ralph.workspace.base import GivenBack
     from ralph.workspace.branches import ChangedFile
 
 EXIT_CODES = {
@@ -88,6 +90,9 @@ class LoopResult:
     worktree: str | None = None
     baseline_reward: float | None = None
     changed_files: list[ChangedFile] | None = None  # None: unknown (a commit gone)
+    user_changes: str | None = None  # --allow-dirty: where the user's uncommitted work is
+    restored: bool = False  # the loop gave it back on the branch it started from
+    memory_hint: str | None = None  # the command that commits the records, while untracked
 
     @classmethod
     def of(
@@ -99,9 +104,10 @@ class LoopResult:
         reflections_dir: str,
         regressions: int = 0,
         store: MemoryStore | None = None,
+        given_back: GivenBack | None = None,
     ) -> LoopResult:
         """The result of the loop `state` describes, as it was saved; with its `store`, the
-        files it changed."""
+        files it changed; `given_back`: where the user's uncommitted work is (`--allow-dirty`)."""
         baseline = state.baseline
         return cls(
             loop_id=state.loop_id,
@@ -120,6 +126,9 @@ class LoopResult:
             regressions=regressions,
             baseline_reward=baseline.reward if baseline else None,
             changed_files=changed_files(store, state) if store is not None else [],
+            memory_hint=memory_hint(store) if store is not None else None,
+            user_changes=given_back.note if given_back else None,
+            restored=bool(given_back and given_back.restored),
             **git_outcome(state),
         )
 
@@ -163,6 +172,24 @@ def changed_files(store: MemoryStore, state: LoopState) -> list[ChangedFile] | N
     return [ChangedFile(path, *counts[path]) for path in sorted(counts)]
 
 
+def memory_hint(store: MemoryStore) -> str | None:
+    """The one command that commits the memory's records, while git neither tracks nor ignores
+    some (they are meant to be committed: the lessons travel with the code). `git commit --
+    PATH` commits them alone, whatever else is staged (an `apply`'s work, the user's own)."""
+
+    from ralph.workspace.branches import Branches
+
+    folder = store.base / "reflections"
+    try:
+        branches = Branches(store.root)
+        if not folder.is_dir() or not branches.untracked(folder):
+            return None
+    except RalphError:  # no git here: nothing to commit
+        return None
+    where = Path(os.path.relpath(folder, branches.top)).as_posix()
+    return f'git add {where} && git commit -m "ralph: reflections" -- {where}'
+
+
 def _plus(total: int | None, more: int | None) -> int | None:
     """Line counts add up while known; a count nobody knows (a binary file) stays unknown."""
     return None if total is None or more is None else total + more
@@ -201,6 +228,8 @@ class LoopStatus:
     changed_files: list[ChangedFile] | None
     created_at: str
     updated_at: str
+    worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
+    # or rolled back, and why (rollback.verdicts)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
@@ -218,6 +247,7 @@ class LoopStatus:
             shown.append(f"  worktree    {self.worktree}")
         if self.iteration:
             shown.append(f"  changed     {changed_text(files_json(self.changed_files))}")
+        shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
         if self.stop_reason:
             shown.append(f"  stopped     {self.stop_reason}")
         for n, line in enumerate(shown):  # a value wraps under its own column
@@ -239,8 +269,11 @@ class LoopStatus:
 
 
 def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
-    """What `ralph status` shows of a loop (the latest by default), from its state alone: no
-    loop machinery is loaded, so the command answers at once."""
+    """What `ralph status` shows of a loop (the latest by default), from its state and, for the
+    attempts that made something worse, its records: no loop machinery is loaded, so the
+    command answers at once."""
+    from ralph.loop.rollback import verdicts
+
     store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id) if loop_id else store.latest_loop())
@@ -260,4 +293,5 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         changed_files=changed_files(store, state),
         created_at=state.created_at,
         updated_at=state.updated_at,
+        worse=[worse.text for worse in verdicts(store.valid_records(state.loop_id), state)],
     )

@@ -59,7 +59,7 @@ from ralph.loop.result import (
     INTERRUPTED_MESSAGE,
     LoopResult,
 )
-from ralph.loop.rollback import rollback_after
+from ralph.loop.rollback import judge
 from ralph.loop.steps import Parts, Reporter
 from ralph.loop.window import window_policy
 from ralph.memory.state import LoopState
@@ -402,10 +402,14 @@ class LoopRunner:
 
     def _rollback(self, state: LoopState) -> None:
         """Start the next attempt from the best tree when the last one fell below it."""
-        if self.settings.no_rollback or not self.records:
+        if not self.records:
             return
-        rollback = rollback_after(self.records[-1], state, self.records)
-        if rollback is None:
+        worse = judge(self.records[-1], state, self.records, no_rollback=self.settings.no_rollback)
+        if worse is None:
+            return
+        rollback = worse.rollback
+        if rollback is None:  # kept, and why: an attempt that broke something is never silent
+            self.reporter.note(worse.text)
             return
         self.parts.workspace.restore(rollback.commit)
         self.reporter.note(rollback.note)
@@ -428,6 +432,9 @@ class LoopRunner:
 
     def _finish(self, state: LoopState, reason: str, message: str) -> LoopResult:
         last = self._last_evaluation
+        from ralph.loop.handoff import let_go
+
+        given = let_go(self.parts.workspace, state)  # --allow-dirty: the user's tree back
         result = LoopResult.of(
             state,
             EXIT_CODES[reason],
@@ -435,6 +442,7 @@ class LoopRunner:
             reflections_dir=str(self.store.reflections_dir(state.loop_id)),
             regressions=last.counts()["regressions"] if last is not None else 0,
             store=self.store,
+            given_back=given,
         )
         emit(self.hooks, LoopFinished(result))
         return result

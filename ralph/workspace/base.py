@@ -25,6 +25,7 @@ __all__ = [
     "ChangeSet",
     "FileChange",
     "GitState",
+    "GivenBack",
     "Workspace",
     "cap_diff",
     "name_some",
@@ -129,15 +130,23 @@ class GitState:
     def committed(self, iteration: int, sha: str) -> GitState:
         return replace(self, commits={**self.commits, str(iteration): sha})
 
-    def user_changes_note(self) -> str | None:
-        """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`)."""
+    def user_changes_note(self, *, held: bool = True) -> str | None:
+        """What to tell a user whose uncommitted work `start_loop` saved (`--allow-dirty`) and
+        did not give back yet: where it is and the one command that brings it back; `held`
+        while the loop may still give it back itself (it is running, or paused)."""
         if not self.user_changes:
             return None
-        where = self.original_branch or "your branch"
+        where = self.original_branch or (self.original_commit or "")[:12] or "your branch"
+        switch = (
+            f"git switch {self.original_branch}"
+            if self.original_branch
+            else f"git switch --detach {(self.original_commit or 'HEAD')[:12]}"
+        )
         return (
-            f"your uncommitted changes are in the loop's starting point, and saved as they were "
-            f"(staged, unstaged, untracked) in `git stash list`: on {where}, "
-            f"`git stash apply --index {self.user_changes[:12]}` brings them back"
+            f"your uncommitted changes on {where} are saved as they were (staged, unstaged, "
+            f"untracked) in `git stash list`; "
+            + ("the loop gives them back when it ends, or: " if held else "to get them back: ")
+            + f"{switch} && git stash apply --index {self.user_changes[:12]}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -219,6 +228,20 @@ class Workspace(Protocol):
         ...
 
     def current_commit(self) -> str | None: ...
+
+    def end_loop(self, git: GitState) -> GivenBack | None:
+        """At a loop's end, give back what `start_loop` took from the user's tree
+        (`--allow-dirty`: the branch it started on and the uncommitted work, exactly); None
+        when it took nothing."""
+        ...
+
+
+@dataclass(frozen=True)
+class GivenBack:
+    """Where the user's uncommitted work (`--allow-dirty`) is once the loop has ended."""
+
+    note: str  # one line: where it is, and the one command that brings it back if one is needed
+    restored: bool  # back on the branch the loop started from, as it was: nothing to do
 
 
 def shown(path: str) -> str:

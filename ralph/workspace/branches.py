@@ -1,7 +1,8 @@
 """A finished loop's branch: bring its work onto yours (`ralph apply`), or drop it (`ralph prune`).
 
-`apply` is `git merge --squash` of the chosen iteration's commit: its changes land in your work
-tree and index, uncommitted, and `git commit` then offers ralph's message (loop/apply_message.py).
+`apply` squashes the chosen iteration's changes since the loop's starting point (never the
+user's uncommitted work `--allow-dirty` put there): they land in your work tree and index,
+uncommitted, and `git commit` then offers ralph's message (loop/apply_message.py).
 `prune` deletes a loop's branch, its rescue refs and its worktree; never a record, and never a
 worktree holding changes nobody committed. `changed_files`: what a loop's best commit changed
 since its base, for the summary, `ralph status` and the batch table.
@@ -9,6 +10,7 @@ since its base, for the summary, `ralph status` and the batch table.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,29 +80,89 @@ class Branches:
         )  # fmt: skip
         return parse_numstat(out.decode("utf-8", "surrogateescape")) if status == 0 else None
 
+    def untracked(self, folder: Path) -> list[str]:
+        """The files under `folder` that git neither tracks nor ignores."""
+        where = Path(os.path.relpath(folder, self.top)).as_posix()
+        return self._git.names(
+            "ls-files", "-z", "--others", "--exclude-standard", "--", f":(literal){where}"
+        )
+
     # apply ------------------------------------------------------------------------------------
-    def squash(self, commit: str, *, loop_branch: str | None) -> Applied:
-        """`git merge --squash COMMIT` onto the current branch of a clean tree."""
+    def squash(self, commit: str, *, base: str | None, loop_branch: str | None) -> Applied:
+        """The loop's own changes, from `base` (its starting point) to `commit`, merged into
+        the current branch's tree and index, uncommitted, as `git merge --squash` would, but
+        from the loop's start, not from where the branches meet: the starting point of
+        `--allow-dirty` holds the user's uncommitted work, which is theirs, not the loop's.
+
+        Refused while something is staged (a `git commit` would take it as the loop's work) or
+        while a file the loop changed has uncommitted changes it did not start from; other
+        uncommitted and untracked files stay as they are, unstaged. A file with the user's
+        uncommitted edit the loop started from (`--allow-dirty`) gets both in the tree, the
+        loop's change alone in the index."""
         here = self._git.current_branch()
         if loop_branch and here == loop_branch:
             raise PreflightError(
                 f"{loop_branch} is checked out: apply brings a loop's work onto another branch",
                 hint="switch to the branch the work is for (git switch main), then apply",
             )
-        dirty = GitWorkspace(self.top).dirty_files()
-        if dirty:
+        staged = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
+        if staged:
             raise PreflightError(
-                f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
+                f"the index holds staged changes: {name_some(staged, 10)}",
+                hint="commit or unstage them first (git restore --staged): apply stages the "
+                "loop's work for a commit of its own",
+            )
+        since = base or self._git.text("merge-base", "HEAD", commit)
+        changed = set(self._git.names("diff", "--name-only", "-z", "--no-renames", since, commit))
+        dirty = [name for name in GitWorkspace(self.top).dirty_files() if name in changed]
+        carried = self._as_started(since, dirty)
+        blocking = [name for name in dirty if name not in carried]
+        if blocking:
+            raise PreflightError(
+                f"the working tree has uncommitted changes to files the loop changed: "
+                f"{name_some(blocking, 10)}",
                 hint="commit or stash them first: apply leaves its changes uncommitted",
             )
-        # --ff: a `merge.ff = false` setting would make git refuse --squash
-        status, _, err = self._git.run("merge", "--squash", "--ff", commit, check=False)
+        if carried:  # HEAD's version, merged below; the user's is in `since`, as verified
+            self._git.run("checkout", "HEAD", "--", *_literal(carried))
+        status, _, err = self._git.run("merge-recursive", since, "--", "HEAD", commit, check=False)
         conflicts = self._git.names("diff", "--name-only", "-z", "--diff-filter=U")
+        if carried and status != 0:
+            self._git.run("reset", "-q", "--merge", check=False)
+            self._write_from(since, carried)
+            raise PreflightError(
+                "the loop's changes do not merge cleanly into HEAD where you have uncommitted "
+                f"edits: {name_some(carried, 10)}",
+                hint="commit or stash them first, then apply",
+            )
         if status != 0 and not conflicts:
             first = (err.strip().splitlines() or ["no output"])[0]
-            raise PreflightError(f"git merge --squash failed: {first}", hint="see `git status`")
+            raise PreflightError(
+                f"git merge of the loop's work failed: {first}", hint="see `git status`"
+            )
+        self._write_from(commit, carried)  # the user's edits and the loop's, unstaged
         files = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
         return Applied(files, conflicts)
+
+    def _as_started(self, since: str, names: list[str]) -> list[str]:
+        """Those of `names` whose bytes in the tree are what `since` holds: the uncommitted
+        edits the loop started from, so its work on them already includes them."""
+        if not names:
+            return []
+        held = self._git.names("ls-tree", "-z", "--name-only", since, "--", *_literal(names))
+        present = [name for name in names if name in held and (self.top / name).is_file()]
+        if not present:
+            return []
+        now = self._git.text("hash-object", "--", *present).split()
+        then = self._git.text("rev-parse", *(f"{since}:{name}" for name in present)).split()
+        return [name for name, a, b in zip(present, now, then, strict=True) if a == b]
+
+    def _write_from(self, rev: str, names: list[str]) -> None:
+        """The tree's copy of `names` as `rev` holds them (the index is left alone)."""
+        for name in names:
+            status, data, _ = self._git.run("cat-file", "blob", f"{rev}:{name}", check=False)
+            if status == 0:
+                (self.top / name).write_bytes(data)
 
     def write_squash_message(self, message: str) -> None:
         """Replace git's "Squashed commit of the following:" in SQUASH_MSG, which `git commit`
@@ -149,3 +211,7 @@ class Branches:
 
     def delete_ref(self, ref: str) -> None:
         self._git.run("update-ref", "-d", ref)
+
+
+def _literal(paths: list[str]) -> list[str]:
+    return [f":(literal){name}" for name in paths]

@@ -22,10 +22,10 @@ from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
 from ralph.workspace import contention, ignored
-from ralph.workspace.base import ChangeSet, GitState, name_some
+from ralph.workspace.base import ChangeSet, GitState, GivenBack, name_some
 from ralph.workspace.locate import find_repo_root
 from ralph.workspace.reclaim import reclaim
-from ralph.workspace.stash import stash_user_changes
+from ralph.workspace.stash import give_back, stash_user_changes
 from ralph.workspace.switch import checkout_loop_branch, refuse_stale_locks
 from ralph.workspace.trees import Trees
 
@@ -133,9 +133,10 @@ class GitWorkspace:
     def current_commit(self) -> str | None:
         return self._git.rev("HEAD")
 
-    def dirty_files(self) -> list[str]:
-        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`."""
-        return self._trees.dirty()
+    def dirty_files(self, *, untracked: bool = True) -> list[str]:
+        """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`;
+        `untracked=False`: only tracked files' uncommitted changes (what a worktree lacks)."""
+        return self._trees.dirty(untracked=untracked)
 
     # -- what git ignored at loop start ----------------------------------------------------------
 
@@ -338,6 +339,9 @@ class GitWorkspace:
 
     def _stash_user_changes(self, where: str) -> str:
         return stash_user_changes(self._trees, where)
+
+    def end_loop(self, git: GitState) -> GivenBack | None:
+        return give_back(self._trees, git)
 
     def _checkout_loop_branch(self, branch: str) -> None:
         checkout_loop_branch(self._trees, branch)

@@ -2,7 +2,8 @@
 project needs (a `_version.py` written at install time, a `.env`) exist in the user's checkout
 and not in a loop's worktree. `.worktreeinclude` (Claude Code's file, gitignore syntax, at the
 repository's top) names the ignored files to copy; `worktree_setup` runs a command that makes
-them; `missing_ignored` names what still differs, for the preflight's message.
+them; `missing_ignored` names what still differs, for the preflight's message;
+`worktree_misses` the uncommitted edits of tracked files the worktree will not see.
 
 git does every match (`git ls-files`), never a gitignore matcher of ralph's own.
 """
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from ralph.errors import PreflightError
 from ralph.process import OutputCallback, run
-from ralph.workspace.git import Git
+from ralph.workspace.base import name_some
+from ralph.workspace.git import Git, GitWorkspace
 
 INCLUDE_FILE = ".worktreeinclude"
 # ignored things a worktree lacking them explains nothing: caches, environments, build output
@@ -156,4 +158,16 @@ def run_setup(
     raise PreflightError(
         f"worktree_setup `{command}` failed in {workdir} ({why})" + (f": {tail}" if tail else ""),
         hint="fix or remove the command (worktree_setup in the config, RALPH_WORKTREE_SETUP)",
+    )
+
+
+def worktree_misses(checkout: Path) -> str | None:
+    """A worktree loop starts from HEAD in a fresh checkout: untracked files of `checkout` never
+    stop it, and uncommitted edits of tracked files only warn, since it does not see them."""
+    edited = GitWorkspace(checkout).dirty_files(untracked=False)
+    if not edited:
+        return None
+    return (
+        f"warning: the worktree starts at HEAD, without your uncommitted edits in "
+        f"{checkout}: {name_some(edited, 5)}"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ralph.errors import RalphError
 from ralph.files import RACY_NS
-from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState
+from ralph.workspace.base import ChangeKind, ChangeSet, FileChange, GitState, GivenBack
 
 SNAPSHOT_MAX_BYTES = 1 << 20  # larger files are hashed, not kept for diffing
 SKIP_NAMES = frozenset(
@@ -51,6 +51,9 @@ class SnapshotWorkspace:
 
     def resume_loop(self, git: GitState | None, loop_id: str, iteration: int) -> list[str]:
         return []
+
+    def end_loop(self, git: GitState) -> GivenBack | None:
+        return None
 
     def begin_iteration(self) -> None:
         now = time.time_ns()

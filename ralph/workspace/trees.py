@@ -82,15 +82,16 @@ class Trees:
             rm = ("rm", "-r", "-q", "--cached", "--ignore-unmatch")
             self.git.run(*rm, "--", *chunk, env=env)
 
-    def dirty(self) -> list[str]:
+    def dirty(self, *, untracked: bool = True) -> list[str]:
         """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
-        ignored when the loop started counts as ignored whatever `.gitignore` says now."""
+        ignored when the loop started counts as ignored whatever `.gitignore` says now.
+        `untracked=False`: only tracked files' uncommitted changes (what a worktree lacks)."""
         entries = self.git.names(
-            "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all",
-            "--", ".", self.exclude,
+            "status", "--porcelain", "-z", "--no-renames",
+            f"--untracked-files={'all' if untracked else 'no'}", "--", ".", self.exclude,
         )  # fmt: skip
-        untracked = [entry[3:] for entry in entries if entry.startswith("?? ")]
-        kept = set(self.ignored_at_start(untracked)) if untracked else set()
+        new = [entry[3:] for entry in entries if entry.startswith("?? ")]
+        kept = set(self.ignored_at_start(new)) if new else set()
         return [entry[3:] for entry in entries if entry[3:] not in kept]
 
     # -- temporary index: trees without touching the user's index -------------------------------

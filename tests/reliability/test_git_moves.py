@@ -16,6 +16,7 @@ from ralph.memory.store import MemoryStore
 
 from ..conftest import RunCli
 from .conftest import (
+    VERSIONS,
     arm,
     assert_invariants,
     finish,
@@ -128,7 +129,9 @@ def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(
     ralph: RunCli, project: Path
 ) -> None:
     """--allow-dirty folded the user's staged, unstaged and untracked files into one commit:
-    the content survived, what was staged and what was untracked did not."""
+    the content survived, what was staged and what was untracked did not. Then the loop left the
+    user on its branch with their files inside its starting point and a stash entry behind.
+    Now the loop's end gives the tree back: their branch, their index, their files, no entry."""
     (project / "staged.txt").write_text("staged v1\n")
     git(project, "add", "staged.txt")
     git(project, "commit", "-qm", "a file to stage changes of")
@@ -144,12 +147,109 @@ def test_allow_dirty_keeps_what_was_staged_unstaged_and_untracked(
     plan(project, {"default": write("full")})
     result = ralph(*heuristic("--allow-dirty"), cwd=project)
     assert result.code == 0, result.err
-    assert "git stash apply --index" in result.err
-    # back on the user's branch, the saved changes come back exactly as they were
-    git(project, "checkout", "-q", "main")
-    assert git(project, *status) == ""
-    git(project, "stash", "apply", "--index", "-q")
+    assert "git stash apply --index" in result.err  # said at the start, while the loop holds it
+    assert "yours   back on main with your uncommitted changes as they were" in result.err
+    assert git(project, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(project, *status) == before
     assert git(project, "show", ":staged.txt") == "staged v2"
     assert (project / "staged.txt").read_text() == "staged v2 plus an unstaged line\n"
     assert (project / "untracked.txt").read_text() == "new, never added\n"
+    assert git(project, "stash", "list") == ""
+
+
+def test_allow_dirty_then_the_printed_commands_bring_only_the_agents_change(
+    ralph: RunCli, project: Path
+) -> None:
+    """`git switch main && ralph apply` after --allow-dirty deleted the user's untracked file
+    from the tree and staged it as the loop's work, while the summary and SQUASH_MSG named only
+    the agent's file; a stash entry stayed behind. Follow the printed lines exactly: the user's
+    files are back byte for byte, apply stages the agent's change alone."""
+    readme = project / "README.md"
+    readme.write_bytes(b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n")
+    notes = project / "NOTES.txt"
+    notes.write_bytes(b"private notes\n\x00binary tail")
+    notes.chmod(0o600)
+    plan(project, {"default": write("full")})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    loop_id = json.loads(result.out)["loop_id"]
+    lines = result.err.splitlines()
+    assert any(line.startswith("yours   back on main") for line in lines), result.err
+    assert "changed: 1 file: calc.py" in result.err
+    apply = next(line for line in lines if line.startswith("apply   "))
+    assert apply == f"apply   ralph apply {loop_id}", "nothing to switch: the loop gave it back"
+    assert not any("git merge --squash" in line for line in lines)
+    assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
+    assert notes.read_bytes() == b"private notes\n\x00binary tail"
+    assert notes.stat().st_mode & 0o777 == 0o600
+    applied = ralph(*apply.removeprefix("apply   ").split()[1:], cwd=project)
+    assert applied.code == 0, applied.err
+    assert "1 file, staged" in applied.out and "NOTES.txt" not in applied.out
+    assert git(project, "diff", "--cached", "--name-only") == "calc.py"
+    assert (project / "calc.py").read_text() == VERSIONS["full"]
+    assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
+    assert notes.read_bytes() == b"private notes\n\x00binary tail"
+    squash = Path(git(project, "rev-parse", "--path-format=absolute", "--git-path", "SQUASH_MSG"))
+    assert "NOTES" not in squash.read_text() and "README" not in squash.read_text()
+    assert git(project, "stash", "list") == ""
+
+
+def test_allow_dirty_on_the_file_the_agent_fixes_applies_the_fix_alone_to_the_index(
+    ralph: RunCli, project: Path
+) -> None:
+    """The trial's case: the user's uncommitted edit and the agent's fix in one file. Given
+    back, the file holds the user's edit; `ralph apply` puts both in the tree and stages the
+    fix alone, so a plain `git commit` never takes the user's edit as the loop's work."""
+    calc = project / "calc.py"
+    calc.write_text("# my uncommitted note\n" + VERSIONS["zero"])
+    plan(project, {"default": {"shell": "sed -i 's/return 0/return abs(x)/' calc.py"}})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    assert calc.read_text() == "# my uncommitted note\n" + VERSIONS["zero"]
+    applied = ralph("apply", json.loads(result.out)["loop_id"], cwd=project)
+    assert applied.code == 0, applied.err
+    assert git(project, "show", ":calc.py") + "\n" == VERSIONS["full"]  # the fix alone
+    assert calc.read_text() == "# my uncommitted note\n" + VERSIONS["full"]  # and the user's
+    assert git(project, "diff", "--name-only") == "calc.py"  # the note: unstaged, as it was
+    assert git(project, "stash", "list") == ""
+
+
+def test_apply_refuses_a_fix_that_does_not_merge_with_the_users_edit_and_keeps_the_edit(
+    ralph: RunCli, project: Path
+) -> None:
+    """The user's edit right beside the agent's: no clean merge into HEAD. Refused (exit 2),
+    and the file, the index and HEAD are as they were."""
+    calc = project / "calc.py"
+    calc.write_text(VERSIONS["zero"] + "# my uncommitted note\n")
+    plan(project, {"default": {"shell": "sed -i 's/return 0/return abs(x)/' calc.py"}})
+    result = ralph(*heuristic("--allow-dirty"), cwd=project)
+    assert result.code == 0, result.err
+    before = git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg")
+    applied = ralph("apply", json.loads(result.out)["loop_id"], cwd=project)
+    assert applied.code == 2
+    assert "do not merge cleanly into HEAD where you have uncommitted edits: calc.py" in (
+        applied.err
+    )
+    assert calc.read_text() == VERSIONS["zero"] + "# my uncommitted note\n"
+    assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == before
+
+
+def test_abort_of_a_dead_allow_dirty_loop_gives_the_users_tree_back(
+    ralph: RunCli, project: Path
+) -> None:
+    """A loop killed mid-attempt ends by `ralph abort`: that end gives back what the loop held
+    (the user's branch and uncommitted work), as a loop ending on its own does."""
+    (project / "untracked.txt").write_text("mine\n")
+    plan(project, {"default": {"kill": True}})
+    arm("actor")
+    code, _, err = finish(start(project, *heuristic("--allow-dirty")))
+    assert code == -signal.SIGKILL, err
+    loop_id = MemoryStore(project).loop_ids()[0]
+    assert git(project, "symbolic-ref", "--short", "HEAD") == loop_branch(loop_id)
+    aborted = ralph("abort", loop_id, cwd=project)
+    assert aborted.code == 0, aborted.err
+    assert "yours   back on main with your uncommitted changes" in aborted.out
+    assert git(project, "symbolic-ref", "--short", "HEAD") == "main"
+    assert (project / "untracked.txt").read_text() == "mine\n"
+    assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == "?? untracked.txt"
+    assert git(project, "stash", "list") == ""

@@ -189,7 +189,8 @@ def test_a_kill_right_after_the_branch_is_created_is_resumable(
     assert resumed.code == 0, resumed.err
     summary = json.loads(resumed.out)
     assert summary["status"] == "completed"
-    assert git(project, "symbolic-ref", "--short", "HEAD") == branch
+    # --allow-dirty: the loop's end gives the user's branch and uncommitted work back
+    assert git(project, "symbolic-ref", "--short", "HEAD") == ("main" if dirty else branch)
     state = MemoryStore(project).read_state(loop_id)
     assert state.git is not None and state.git.original_branch == "main"
     assert state.git.original_commit == git(project, "rev-parse", "main")
@@ -198,6 +199,8 @@ def test_a_kill_right_after_the_branch_is_created_is_resumable(
         assert "my unstaged note" in git(
             project, "show", f"{state.git.base_commit}:tests/test_calc.py"
         )
+        assert "my unstaged note" in (project / "tests" / "test_calc.py").read_text()
+        assert git(project, "stash", "list") == ""
     assert_invariants(project)
     for name, text in USER_FILES.items():
         assert (project / name).read_text() == text

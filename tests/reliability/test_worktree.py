@@ -42,7 +42,9 @@ def test_two_worktree_loops_run_at_once_and_record_in_the_main_repo(
     # each failing loop's whole stderr (pytest would cut a repr of `results` short)
     errors = "\n".join(err for code, _, err in results if code != 0)
     assert [code for code, _, _ in results] == [0, 0], errors
-    assert all("uncommitted changes in" in err and "calc.py" in err for _, _, err in results)
+    assert all(
+        "without your uncommitted edits in" in err and "calc.py" in err for *_, err in results
+    )
     assert (project / "calc.py").read_text() == "# the user's uncommitted work\n"
     assert git(project, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     store = MemoryStore(project)
@@ -64,6 +66,38 @@ def test_two_worktree_loops_run_at_once_and_record_in_the_main_repo(
     assert_invariants(project)
     for name, text in USER_FILES.items():
         assert (project / name).read_text() == text
+
+
+def test_an_untracked_file_never_stops_a_worktree_loop_and_a_tracked_edit_only_warns(
+    ralph: RunCli, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--worktree --dry-run` (and doctor with `worktree: true`) refused an untracked file of the
+    main tree ("the working tree has uncommitted changes: agent.sh"), though the worktree is a
+    fresh checkout of HEAD that never sees it."""
+    (project / "agent.sh").write_text("echo my agent\n")
+    plan(project, {"default": write("full")})
+    dry = ralph(*heuristic("--worktree", "--dry-run"), cwd=project)
+    assert dry.code == 0, dry.err
+    assert "agent.sh" not in dry.out + dry.err and "without your uncommitted" not in dry.out
+    monkeypatch.setenv("RALPH_WORKTREE", "1")
+    doctor = ralph("doctor", "--no-run", "--json", cwd=project)
+    found = json.loads(doctor.out)["findings"]
+    rows = [row for row in found if (row["area"], row["name"]) == ("git", "repository")]
+    assert rows and rows[0]["status"] == "ok", rows
+    monkeypatch.delenv("RALPH_WORKTREE")
+    (project / "tests" / "test_calc.py").write_text(
+        (project / "tests" / "test_calc.py").read_text() + "\n# my edit\n"
+    )
+    warned = ralph(*heuristic("--worktree", "--dry-run"), cwd=project)
+    assert warned.code == 0, warned.err
+    assert "without your uncommitted edits" in warned.out + warned.err
+    assert "tests/test_calc.py" in warned.out + warned.err
+    result = ralph(*heuristic("--worktree"), cwd=project)
+    assert result.code == 0, result.err
+    warning = next(line for line in result.err.splitlines() if "without your uncommitted" in line)
+    assert "tests/test_calc.py" in warning and "agent.sh" not in warning
+    assert (project / "agent.sh").read_text() == "echo my agent\n"
+    assert (project / "tests" / "test_calc.py").read_text().endswith("# my edit\n")
 
 
 def half_written_worktree(repo: Path, name: str) -> Path:
