@@ -110,9 +110,16 @@ def test_more_fixed_with_nothing_broken_scores_above_the_baseline(
 ) -> None:
     fixed = data.draw(st.integers(1, s.failing), label="fixed")
     more = s.reward(s.outcomes(fixed, 0, 0, False))
-    assert more[1] > s.baseline_reward()
+    assert _above(more[1], s.baseline_reward())
     if fixed > 1:  # and one more fixed scores higher still
-        assert more[1] > s.reward(s.outcomes(fixed - 1, 0, 0, False))[1]
+        assert _above(more[1], s.reward(s.outcomes(fixed - 1, 0, 0, False))[1])
+
+
+def _above(reward: float, before: float) -> bool:
+    """Higher, or both at the cap: a failing attempt shows at most 0.99, so near the top (one
+    failing test of 60, lightly weighted) two attempts may both sit there (hypothesis found
+    25 vs 24 of 26 fixed, both 0.99)."""
+    return reward > before or reward == before == BEST_FAILING_REWARD
 
 
 @settings(max_examples=200, deadline=None)
