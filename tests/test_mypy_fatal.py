@@ -1,0 +1,95 @@
+"""mypy that stops before checking any code (a duplicate module, a folder that is not a package,
+a target that does not exist) is a check that cannot run, never a failure with one finding: a
+guard counting that one "finding" could never get worse, so it would guard nothing. Real mypy
+on small generated projects."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+from unittest.mock import patch
+
+from ralph.config import CheckSpec
+from ralph.evaluators import mypy as mypy_module
+from ralph.evaluators.base import CheckOutcome
+from ralph.evaluators.suite import CheckSuite, make_check
+from ralph.loop.announce import baseline_notes
+
+PY = shlex.quote(sys.executable)
+MYPY = f"{PY} -m mypy"
+
+# semver 3.1.2's shape: two folders without __init__.py hold a module of the same name
+DUPLICATE = {
+    "src/pkg/__init__.py": "",
+    "src/pkg/core.py": "def one() -> int:\n    return 1\n",
+    "tests/coerce.py": "x = 1\n",
+    "docs/coerce.py": "y = 2\n",
+}
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def run_mypy(root: Path, args: str = ".") -> CheckOutcome:
+    spec = CheckSpec("mypy", f"{MYPY} {args}", "mypy")
+    return make_check(spec, timeout=120, cap=200_000).run(root, baseline_errors=None)
+
+
+def test_duplicate_module_is_an_error_with_mypys_line_and_the_fix(tmp_path: Path) -> None:
+    root = write(tmp_path, DUPLICATE)
+    result = run_mypy(root)
+    assert (result.result.status, result.result.exit_code) == ("error", 2)
+    (error,) = result.errors
+    first = error.message.splitlines()[0]
+    assert 'Duplicate module named "coerce"' in first
+    assert "`mypy src`" in first and "ralph init --force" in first
+    assert len(first) <= 200  # the loop's warning quotes 200 characters of it
+    assert result.metrics.type_errors is None  # not one type error
+
+
+def test_old_mypy_text_output_wrapped_by_pretty_says_the_same(tmp_path: Path) -> None:
+    root = write(tmp_path, {**DUPLICATE, "mypy.ini": "[mypy]\npretty = true\n"})
+    check = make_check(CheckSpec("mypy", f"{MYPY} .", "mypy"), timeout=120, cap=200_000)
+    with patch.dict(mypy_module._versions, {(MYPY, str(root)): ((1, 10), False)}):
+        result = check.run(root, baseline_errors=None)
+    assert result.result.status == "error"
+    assert "--show-column-numbers" in (check.last_log or "")
+    first = result.errors[0].message.splitlines()[0]
+    assert 'Duplicate module named "coerce" (also at' in first
+    assert "docs/coerce.py" in first  # the wrapped rest of mypy's line is joined back
+
+
+def test_a_folder_that_is_not_a_package_and_a_missing_target_cannot_run(tmp_path: Path) -> None:
+    root = write(tmp_path / "a", {"my-pkg/__init__.py": "", "my-pkg/a.py": "x = 1\n"})
+    result = run_mypy(root)
+    assert result.result.status == "error"
+    assert "is not a valid Python package name" in result.errors[0].message.splitlines()[0]
+    missing = run_mypy(write(tmp_path / "b", {"a.py": "x = 1\n"}), "src")
+    assert missing.result.status == "error"
+    assert "src: Cannot read file" in missing.errors[0].message.splitlines()[0]
+
+
+def test_a_syntax_error_also_exits_2_but_is_a_finding(tmp_path: Path) -> None:
+    root = write(tmp_path, {"a.py": "def f(:\n", "b.py": "x: int = 1\n"})
+    result = run_mypy(root)
+    assert (result.result.status, result.result.exit_code) == ("fail", 2)
+    assert {(e.type, e.file) for e in result.errors} == {("syntax_error", "a.py")}
+
+
+def test_a_guard_that_cannot_run_at_the_baseline_is_said_with_the_fix(tmp_path: Path) -> None:
+    root = write(tmp_path, DUPLICATE)
+    suite = CheckSuite([CheckSpec("mypy", f"{MYPY} .", "mypy")], check_timeout=120)
+    evaluation = suite.evaluate_baseline(root)
+    assert evaluation.baseline is not None
+    check = evaluation.baseline.checks["mypy"]
+    assert (check.role, check.status) == ("guard", "error")
+    assert "not judged" in check.why
+    warning = next(n for n in baseline_notes(evaluation.baseline, evaluation) if "mypy" in n)
+    assert 'Duplicate module named "coerce"' in warning and "`mypy src`" in warning
