@@ -11,11 +11,16 @@ import textwrap
 from pathlib import Path
 from unittest.mock import patch
 
+import pytest
+
 from ralph.config import CheckSpec
+from ralph.evaluators import detect
 from ralph.evaluators import mypy as mypy_module
 from ralph.evaluators.base import CheckOutcome
 from ralph.evaluators.suite import CheckSuite, make_check
 from ralph.loop.announce import baseline_notes
+
+from .conftest import RunCli
 
 PY = shlex.quote(sys.executable)
 MYPY = f"{PY} -m mypy"
@@ -93,3 +98,95 @@ def test_a_guard_that_cannot_run_at_the_baseline_is_said_with_the_fix(tmp_path: 
     assert "not judged" in check.why
     warning = next(n for n in baseline_notes(evaluation.baseline, evaluation) if "mypy" in n)
     assert 'Duplicate module named "coerce"' in warning and "`mypy src`" in warning
+
+
+# --- ralph init: a mypy command that checks the code ----------------------------------------
+
+
+@pytest.fixture
+def mypy_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ralph init` writes a bare `mypy`: the one installed beside this Python."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}")
+
+
+SEMVER_LIKE = {
+    **DUPLICATE,
+    "pyproject.toml": "[tool.mypy]\ncheck_untyped_defs = true\n",
+    "tox.ini": "[tox]\nenvlist = py3\n[testenv:mypy]\ndeps = mypy\ncommands = mypy {posargs:src}\n",
+}
+
+
+def only_mypy(root: Path) -> list[detect.Probe]:
+    checks = [c for c in detect.detect_checks(root) if c.name == "mypy"]
+    assert [c.command for c in checks] == ["mypy ."]
+    return detect.probe_checks(root, checks)
+
+
+def test_init_takes_the_mypy_command_tox_runs_when_mypy_dot_cannot_run(
+    tmp_path: Path, mypy_on_path: None
+) -> None:
+    (probe,) = only_mypy(write(tmp_path, SEMVER_LIKE))
+    assert (probe.spec.command, probe.status, probe.kept) == ("mypy src", "pass", True)
+    assert "with `mypy src` (as tox.ini runs it; `mypy .` cannot run: " in probe.detail
+    assert 'Duplicate module named "coerce"' in probe.detail
+
+
+def test_init_takes_the_one_top_level_package_when_nothing_is_stated(
+    tmp_path: Path, mypy_on_path: None
+) -> None:
+    files = {k.replace("src/", ""): v for k, v in DUPLICATE.items()}
+    files["mypy.ini"] = "[mypy]\n"
+    (probe,) = only_mypy(write(tmp_path, files))
+    assert (probe.spec.command, probe.status) == ("mypy pkg", "pass")
+    assert "the one top-level package" in probe.detail
+
+
+def test_init_leaves_mypy_out_with_its_reason_when_nothing_runs(
+    tmp_path: Path, mypy_on_path: None
+) -> None:
+    files = {"my-pkg/__init__.py": "", "mypy.ini": "[mypy]\n", "Makefile": "t:\n\tmypy nosuch\n"}
+    (probe,) = only_mypy(write(tmp_path, files))
+    assert (probe.status, probe.kept) == ("error", False)
+    assert "is not a valid Python package name" in probe.detail
+    assert probe.detail.endswith("; tried `mypy nosuch` too")
+
+
+def test_the_mypy_commands_a_project_states(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "tox.ini": (
+                "[testenv]\ndeps =\n    mypy\n    pytest\ncommands =\n    pytest\n"
+                "    python -m mypy --strict {toxinidir}/lib {posargs}\n"
+                "[testenv:x]\ncommands = mypy {env:X}\n"
+            ),
+            "noxfile.py": (
+                "def typing(session):\n    session.install('mypy')\n"
+                "    session.run('mypy', 'lib', '--strict')\n"
+                "    session.run('mypy', *session.posargs)\n"
+            ),
+            "Makefile": "lint:\n\t@mypy lib\n\t$(PY) -m mypy lib\nmypy src:\n",
+            "src/x.py": "",
+            "lib/__init__.py": "",
+            "tests/__init__.py": "",
+        },
+    )
+    assert detect.mypy_alternatives(tmp_path, "mypy .") == [
+        ("mypy --strict lib", "as tox.ini runs it"),
+        ("mypy lib --strict", "as noxfile.py runs it"),
+        ("mypy lib", "as the Makefile runs it"),
+        ("mypy src", "the src/ layout"),
+    ]  # `mypy lib` once; tests/ is not the one package
+
+
+def test_init_then_check_sees_a_new_type_error_in_the_code(
+    ralph: RunCli, tmp_path: Path, mypy_on_path: None
+) -> None:
+    root = write(tmp_path, SEMVER_LIKE)
+    result = ralph("init", cwd=root)
+    assert result.code == 0, result.err
+    assert "check mypy: mypy src" in result.out
+    assert "\nmypy\tpass\t" in ralph("check", cwd=root).out
+    (root / "src/pkg/core.py").write_text("def one() -> int:\n    return 'x'\n")
+    after = ralph("check", cwd=root).out
+    assert "\nmypy\tfail\t1 type error\t" in after and "src/pkg/core.py:2" in after
