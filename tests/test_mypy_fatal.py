@@ -5,6 +5,7 @@ on small generated projects."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import textwrap
@@ -190,3 +191,15 @@ def test_init_then_check_sees_a_new_type_error_in_the_code(
     (root / "src/pkg/core.py").write_text("def one() -> int:\n    return 'x'\n")
     after = ralph("check", cwd=root).out
     assert "\nmypy\tfail\t1 type error\t" in after and "src/pkg/core.py:2" in after
+
+
+def test_doctor_says_cannot_run_with_mypys_line(ralph: RunCli, tmp_path: Path) -> None:
+    config = f"checks:\n- {{name: mypy, command: '{MYPY} .', parser: mypy}}\n"
+    root = write(tmp_path, {**DUPLICATE, ".aiwg/ralph/config.yaml": config})
+    agent = f"cmd:{sys.executable} -c pass"
+    result = ralph("doctor", "-a", agent, "--json", cwd=root)
+    (row,) = [f for f in json.loads(result.out)["findings"] if f["name"] == "mypy"]
+    assert row["status"] == "cannot run, guard" and row["ok"] is None
+    assert row["detail"].startswith(
+        'mypy cannot run: tests/coerce.py: Duplicate module named "coer'
+    )
