@@ -150,6 +150,7 @@ def test_init_leaves_mypy_out_with_its_reason_when_nothing_runs(
     assert (probe.status, probe.kept) == ("error", False)
     assert "is not a valid Python package name" in probe.detail
     assert probe.detail.endswith("; tried `mypy nosuch` too")
+    assert "ralph init --force" not in probe.detail  # init itself did what the fix says
 
 
 def test_the_mypy_commands_a_project_states(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -149,22 +149,21 @@ def _other_mypy(root: Path, failed: Probe, on_output: Callable[[str, str], None]
     """The first of the project's other mypy commands that runs, said with why; else `failed`
     with what was tried. `mypy .` stops at the first duplicate module name (two `conftest.py`,
     a `tests/x.py` beside a `docs/x.py`), while the code lives in `src/`."""
+    said = failed.detail.removeprefix("could not run: ").removeprefix("mypy cannot run: ")
+    why = said.split("; point it at the code")[0]  # the fix is what is tried here
     tried = []
     for command, source in mypy_alternatives(root, failed.spec.command)[:MAX_TRIES]:
         spec = CheckSpec(failed.spec.name, command, failed.spec.parser)
         (outcome,) = CheckSuite([spec]).evaluate(root, on_output=on_output).outcomes
         probe = _probe(outcome)
         if probe.kept:
-            said = failed.detail.removeprefix("could not run: ").removeprefix("mypy cannot run: ")
-            why = said.split("; point it at the code")[0]  # the fix is this very change
             probe.detail += (
                 f" with `{command}` ({source}; `{failed.spec.command}` cannot run: {why})"
             )
             return probe
         tried.append(f"`{command}`")
-    if tried:
-        failed.detail += f"; tried {', '.join(tried)} too"
-    return failed
+    also = f"; tried {', '.join(tried)} too" if tried else ""
+    return replace(failed, detail=f"could not run: {why}{also}")
 
 
 def mypy_alternatives(root: Path, tried: str) -> list[tuple[str, str]]:
