@@ -29,7 +29,7 @@ class Row:
 
 
 STYLES = {True: "green", False: "bold red", None: "dim"}
-CHECK_STYLES = {"pass": "green", "fail": "red", "error": "yellow"}  # a check's own status
+CHECK_STYLES = {"pass": "green", "fail": "red", "cannot run": "yellow"}  # a check's own status
 
 
 def style_of(row: Row) -> str:

@@ -175,6 +175,8 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             status = outcome.result.status
             seconds = (outcome.result.duration_ms or 0) / 1000
             summary = "passes" if status == "pass" else check_summary(outcome)
+            if status == "error" and outcome.errors:  # the tool's own line, not "1 error"
+                summary = outcome.errors[0].message.strip().splitlines()[0]
             detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
             ok = None if status == "error" else True
             why = "it could not run on the untouched tree; see `ralph check`"
@@ -183,7 +185,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             rows[outcome.spec.name] = Row(
                 "check",
                 outcome.spec.name,
-                f"{status}, {role}",
+                f"{'cannot run' if status == 'error' else status}, {role}",
                 detail,
                 ok,
                 why if ok is None else None,

@@ -8,15 +8,18 @@ tests need no role: the tests failing before the loop are its targets (judging.p
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ralph.config import CONFIG_FILE, CheckSpec, Role, load_yaml
 from ralph.errors import ConfigError
+from ralph.evaluators.base import CheckOutcome
 from ralph.evaluators.describe import check_summary
 from ralph.evaluators.suite import CheckSuite
 from ralph.evaluators.tools import runnable_checks
@@ -110,7 +113,8 @@ class Probe:
 def probe_checks(
     root: Path, checks: list[CheckSpec], *, on_output: Callable[[str, str], None] | None = None
 ) -> list[Probe]:
-    """Run every detected check once (in parallel); a check that cannot run is left out."""
+    """Run every detected check once (in parallel); a check that cannot run is left out, after
+    mypy's other ways of running (`mypy_alternatives`) are tried, one at a time."""
     suite = CheckSuite(checks)
     probes: dict[str, Probe] = {}
     runnable, missing = runnable_checks(suite.checks)
@@ -119,16 +123,136 @@ def probe_checks(
     if runnable:
         evaluation = CheckSuite.from_checks(runnable).evaluate(root, on_output=on_output)
         for outcome in evaluation.outcomes:
-            status = outcome.result.status
-            if status == "pass":
-                detail = "passes"
-            elif status == "fail":
-                detail = check_summary(outcome)
-            else:
-                first = outcome.errors[0].message.splitlines()[0] if outcome.errors else ""
-                detail = f"could not run: {first[:160] or 'no output'}"
-            probes[outcome.spec.name] = Probe(outcome.spec, status, detail, outcome.error_count)
+            probe = _probe(outcome)
+            if probe.status == "error" and probe.spec.parser == "mypy":
+                probe = _other_mypy(root, probe, on_output)
+            probes[outcome.spec.name] = probe
     return [probes[c.name] for c in checks]
+
+
+def _probe(outcome: CheckOutcome) -> Probe:
+    status = outcome.result.status
+    if status == "pass":
+        detail = "passes"
+    elif status == "fail":
+        detail = check_summary(outcome)
+    else:
+        first = outcome.errors[0].message.splitlines()[0] if outcome.errors else ""
+        detail = f"could not run: {first[:160] or 'no output'}"
+    return Probe(outcome.spec, status, detail, outcome.error_count)
+
+
+MAX_TRIES = 3  # each is a whole mypy run: init stays quick on a project where none runs
+
+
+def _other_mypy(root: Path, failed: Probe, on_output: Callable[[str, str], None] | None) -> Probe:
+    """The first of the project's other mypy commands that runs, said with why; else `failed`
+    with what was tried. `mypy .` stops at the first duplicate module name (two `conftest.py`,
+    a `tests/x.py` beside a `docs/x.py`), while the code lives in `src/`."""
+    said = failed.detail.removeprefix("could not run: ").removeprefix("mypy cannot run: ")
+    why = said.split("; point it at the code")[0]  # the fix is what is tried here
+    tried = []
+    for command, source in mypy_alternatives(root, failed.spec.command)[:MAX_TRIES]:
+        spec = CheckSpec(failed.spec.name, command, failed.spec.parser)
+        (outcome,) = CheckSuite([spec]).evaluate(root, on_output=on_output).outcomes
+        probe = _probe(outcome)
+        if probe.kept:
+            probe.detail += (
+                f" with `{command}` ({source}; `{failed.spec.command}` cannot run: {why})"
+            )
+            return probe
+        tried.append(f"`{command}`")
+    also = f"; tried {', '.join(tried)} too" if tried else ""
+    return replace(failed, detail=f"could not run: {why}{also}")
+
+
+def mypy_alternatives(root: Path, tried: str) -> list[tuple[str, str]]:
+    """mypy commands the project itself states (tox.ini, noxfile.py, Makefile), then `mypy src`
+    for a `src/` layout, then `mypy PKG` for a single top-level package; each with where it
+    came from, without `tried` or repeats."""
+    found = [(c, "as tox.ini runs it") for c in _tox_commands(_text(root / "tox.ini"))]
+    nox = _text(root / "noxfile.py").splitlines()
+    found += [(c, "as noxfile.py runs it") for c in map(_nox_command, nox) if c]
+    make = _text(root / "Makefile").splitlines()
+    found += [(c, "as the Makefile runs it") for c in map(_make_command, make) if c]
+    if (root / "src").is_dir():
+        found.append(("mypy src", "the src/ layout"))
+    skip = {"tests", "test", "docs", "doc", "examples", "build", "dist", "src"}
+    packages = [
+        p.name
+        for p in sorted(root.iterdir())
+        if p.is_dir() and p.name not in skip and (p / "__init__.py").is_file()
+    ]
+    if len(packages) == 1 and packages[0].isidentifier():
+        found.append((f"mypy {packages[0]}", "the one top-level package"))
+    seen = {tried}
+    unique = []
+    for command, source in found:
+        if command not in seen:
+            seen.add(command)
+            unique.append((command, source))
+    return unique
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8", errors="replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+MYPY_WORDS = re.compile(r"^(?:-\s*)?(?:\S*python3?\S*\s+-m\s+)?mypy(?:\s+(?P<args>.*))?$")
+
+
+def _mypy_words(line: str) -> str | None:
+    """`mypy ARGS` from a command line that runs mypy (bare or `python -m`), else None; so is a
+    line with a variable ralph cannot expand, or without arguments (what `mypy .` was tried
+    for: the configured `files`, else nothing to check)."""
+    match = MYPY_WORDS.match(line.strip())
+    args = (match["args"] or "").strip() if match else ""
+    if not args or any(c in args for c in "${}`;&|<>"):
+        return None
+    return f"mypy {args}"
+
+
+def _tox_commands(text: str) -> list[str]:
+    """The mypy lines of tox's `commands =` values (`mypy {posargs:src}` -> `mypy src`)."""
+    found, inside = [], False
+    for line in text.splitlines():
+        key = re.match(r"^\s*commands\s*=(.*)$", line)
+        if key is not None:
+            inside, line = True, key[1]
+        elif not line[:1].isspace():
+            inside = False
+        if not inside:
+            continue
+        line = re.sub(r"\{posargs:([^{}]*)\}", r"\1", line).replace("{posargs}", "")
+        command = _mypy_words(line.replace("{toxinidir}/", "").replace("{toxinidir}", "."))
+        if command:
+            found.append(command)
+    return found
+
+
+def _make_command(line: str) -> str | None:
+    """A Makefile recipe line (a tab, then `@mypy src` or `-mypy src`)."""
+    return _mypy_words(line.lstrip("\t@")) if line.startswith("\t") else None
+
+
+NOX_RUN = re.compile(r"session\.run\((?P<args>[^)]*)\)")
+
+
+def _nox_command(line: str) -> str | None:
+    """`session.run("mypy", "src")`: its string arguments up to the first that is not one."""
+    match = NOX_RUN.search(line)
+    if match is None:
+        return None
+    words = []
+    for arg in match["args"].split(","):
+        arg = arg.strip()
+        if len(arg) < 2 or arg[0] not in "'\"" or arg[-1] != arg[0]:
+            break
+        words.append(arg[1:-1])
+    return _mypy_words(shlex.join(words)) if words else None
 
 
 def role_for(probe: Probe) -> Role | None:

@@ -25,10 +25,11 @@ from typing import Any
 
 from ralph import process
 from ralph.errors import StoreError
-from ralph.evaluators.base import OutputCallback
+from ralph.evaluators.base import CheckOutcome, OutputCallback
 from ralph.evaluators.command import (
     DiagnosticsCheck,
     insert_after,
+    make_result,
     output_tail,
     relative_path,
     scratch,
@@ -48,6 +49,11 @@ TEXT_LINE = re.compile(
     r"(?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
 )
 MAX_NOTES = 3
+# `file: error: message` without a line: what mypy says when it stops before checking any code
+FILE_LINE = re.compile(r"^(?P<file>[^:\n]+): (?P<severity>error|warning|note): (?P<message>.*)$")
+SUMMARY_LINE = re.compile(r"^Found \d+ errors? in \d+ files? \(")
+# the fix, on the same line: the loop's warning quotes a check's first 200 characters
+FATAL_FIX = "point it at the code: `mypy src`, `mypy PKG`; `ralph init --force` finds one"
 CACHE_FILE = "mypy-versions.json"
 CACHE_ENTRIES = 32
 
@@ -70,6 +76,20 @@ class MypyCheck(DiagnosticsCheck):
 
     def findings(self, res: ProcessResult, cwd: Path) -> list[Diagnostic]:
         return parse_output(res.stdout, cwd)
+
+    def judge(self, res: ProcessResult, cwd: Path, baseline_errors: int | None) -> CheckOutcome:
+        """A run that stopped before checking any code is an error (could not run), never a
+        failure with one finding: such a guard could never get worse, so it guards nothing."""
+        said = fatal_line(res, cwd)
+        if said is None:
+            return super().judge(res, cwd, baseline_errors)
+        diagnostic = Diagnostic(
+            type="runtime_error",
+            message=f"mypy cannot run: {said[:100]}; {FATAL_FIX}",
+            stack_trace=output_tail(res) or None,
+            severity="error",
+        )
+        return CheckOutcome(self.spec, make_result(self.spec, "error", res), [diagnostic])
 
     def usable(self, code: int | None, errors: list[Diagnostic]) -> bool:
         # Exit 2 is mypy's "blocking error": a syntax error it reports, or a crash/bad usage.
@@ -252,6 +272,32 @@ def parse_output(stdout: str, cwd: Path) -> list[Diagnostic]:
         )
         notes = 0
     return errors
+
+
+def fatal_line(res: ProcessResult, cwd: Path) -> str | None:
+    """mypy's own line when it stopped before checking (exit 2 without one located finding:
+    `Duplicate module named`, `is not a valid Python package name`, `Cannot read file`, `Can't
+    find package`, a plugin or configuration error); None for a run that checked code (a syntax
+    error is located: it is a finding) or that said nothing ralph can quote."""
+    if res.exit_code != 2 or any(e.line is not None for e in parse_output(res.stdout, cwd)):
+        return None
+    lines = [line for line in (res.stdout + "\n" + res.stderr).splitlines() if line.strip()]
+    for at, line in enumerate(lines):
+        item = _json_line(line) if line.startswith("{") else None
+        match = FILE_LINE.match(line) if item is None else None
+        found = item if item is not None else match.groupdict() if match else None
+        if found is None or found.get("severity") == "note":
+            continue
+        file = relative_path(str(found.get("file") or ""), cwd)
+        said = [str(found.get("message") or "").strip()]
+        for more in lines[at + 1 :] if item is None else []:
+            if FILE_LINE.match(more) or SUMMARY_LINE.match(more) or more.startswith(("\t", " ")):
+                break
+            said.append(more.strip())  # a message wrapped by `pretty = true`
+        text = " ".join(said)
+        return f"{file}: {text}" if file and file != "mypy" else text
+    plain = [line.strip() for line in lines if not SUMMARY_LINE.match(line)]
+    return plain[0] if plain else None
 
 
 def _json_line(line: str) -> dict[str, Any] | None:
