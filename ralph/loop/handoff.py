@@ -65,14 +65,13 @@ class ApplyOutcome:
                 "`git reset --merge`"
             )
             return
-        yield Wrapped(
-            "review: git diff --cached    commit: git commit (its message is prefilled: "
-            "ralph's summary of the loop, in git's SQUASH_MSG)"
-        )
+        yield Wrapped("review: git diff --cached", hang=8, shell=True)
+        prefilled = "its message is prefilled: ralph's summary of the loop, in git's SQUASH_MSG"
+        yield Wrapped("commit: git commit", hang=8, shell=True, comment=prefilled)
         if self.accepted:
             yield from lines("counted as accepted (feedback: implicitly, by apply)")
         if self.memory_hint:  # the memory is meant to be committed
-            yield whole(f"memory: {self.memory_hint}")
+            yield Wrapped(f"memory: {self.memory_hint}", hang=8, shell=True)
 
 
 def apply_loop(

@@ -1,0 +1,169 @@
+"""A command ralph prints for a person to copy pastes as one at 80 columns: every wrapped line
+of it ends with ` \\`, a quoted argument is never cut, and a comment after it is never the
+start of a line a shell would run (trial 3: the `memory` line broke after `--`, and pasting its
+first line committed the staged fix under the wrong message)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from ralph.cli.live import RichReporter
+from ralph.loop.handoff import ApplyOutcome
+from ralph.loop.result import LoopResult
+from ralph.memory.shown import ShownRecord
+from tests.fakes.records import record
+
+LOOP_ID = "ralph-fix-the-failing-prerelease-comparison-te-efdb735b"
+BRANCH = "ralph/fix-the-failing-prerelease-comparison-te-efdb735b"
+MEMORY = (
+    'git add .aiwg/ralph/reflections && git commit -m "ralph: reflections" -- '
+    ".aiwg/ralph/reflections"
+)
+
+
+def drawn(draw: Callable[[Console], Any], *, terminal: bool) -> list[str]:
+    out = io.StringIO()
+    draw(Console(file=out, force_terminal=terminal, width=80, color_system=None))
+    return out.getvalue().splitlines()
+
+
+def pasted(lines: list[str]) -> list[str]:
+    """The lines as a shell reads them: a line ending in ` \\` goes on with the next."""
+    joined: list[str] = []
+    carried = ""
+    for line in lines:
+        if line.endswith(" \\"):
+            carried += line[:-1]
+        else:
+            joined.append(carried + line)
+            carried = ""
+    return joined
+
+
+def assert_copies_whole(
+    draw: Callable[[Console], Any], commands: list[str], comments: tuple[str, ...] = ()
+) -> None:
+    """Each command, wrapped at 80 columns, pastes as the one a pipe prints whole; each comment
+    is on the command's line (when both fit) or on lines that all start with `#`."""
+    piped = drawn(draw, terminal=False)
+    lines = drawn(draw, terminal=True)
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines != piped, "nothing was long enough to wrap"
+    shell = [" ".join(line.split()) for line in pasted(lines)]
+    for command in commands:
+        assert any(command in line for line in piped), piped  # whole in a pipe
+        assert any(line.endswith(command) or f"{command} #" in line for line in shell), (
+            command,
+            lines,
+        )
+        for quoted in re.findall(r'"[^"]*"', command):  # a break inside quotes would change it
+            assert any(quoted in line for line in lines), (quoted, lines)
+    for comment in comments:
+        last = comment.split()[-1]
+        holding = [line for line in lines if last in line.split()]
+        assert holding, (comment, lines)
+        for line in holding:  # the shell reads it as a comment, never runs `needs`
+            assert "#" in line.partition(last)[0], (comment, lines)
+
+
+def finished(**changes: Any) -> LoopResult:
+    fields: dict[str, Any] = dict(
+        loop_id=LOOP_ID, status="completed", stop_reason="success", exit_code=0, iterations=2,
+        best_iteration=1, best_reward=1.0, reward_history=[0.06, 1.0], usage={},
+        reflections_dir="r", branch=BRANCH, base_branch="main", base_commit="a" * 40,
+        best_commit="b" * 40, baseline_reward=0.1, changed_files=None, memory_hint=MEMORY,
+    )  # fmt: skip
+    return LoopResult(**{**fields, **changes})
+
+
+def test_the_run_s_final_commands_paste_whole_and_the_memory_line_keeps_its_pathspec() -> None:
+    def run(console: Console) -> None:
+        RichReporter(console).loop_finished(finished())
+
+    assert_copies_whole(
+        run,
+        [
+            f"git switch main && ralph apply {LOOP_ID}",
+            f"git merge --squash {'b' * 12}",
+            "ralph prune",
+            MEMORY,
+        ],
+        ("removes finished loops' branches, keeps records",),
+    )
+    lines = drawn(run, terminal=True)
+    memory = next(n for n, line in enumerate(lines) if line.startswith("memory  "))
+    assert lines[memory].endswith(" \\"), lines  # `--` alone would commit the staged fix too
+
+
+def test_a_failed_loop_s_apply_says_force_in_a_comment_a_shell_never_runs() -> None:
+    def run(console: Console) -> None:
+        RichReporter(console).loop_finished(finished(status="failed", stop_reason="limit"))
+
+    assert_copies_whole(
+        run, [f"ralph apply {LOOP_ID} --force", MEMORY], ("it still fails its checks",)
+    )
+
+
+def test_apply_s_commands_paste_whole() -> None:
+    done = ApplyOutcome(LOOP_ID, 2, "d" * 40, BRANCH, ["src/a.py"], [], True, MEMORY)
+    assert_copies_whole(
+        lambda console: console.print(done, crop=False),
+        ["git diff --cached", "git commit", MEMORY],
+        ("ralph's summary of the loop, in git's SQUASH_MSG",),
+    )
+
+
+def test_init_s_comment_after_ralph_run_is_never_a_line_a_shell_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.cli import project
+    from ralph.errors import RalphError
+    from ralph.memory.store import MemoryStore
+
+    def no_actor(**_: Any) -> Any:
+        raise RalphError("no actor")
+
+    monkeypatch.setattr("ralph.actors.registry.auto_actor", no_actor)
+    deep = tmp_path / "projects" / "a-library-with-a-long-name"
+    deep.mkdir(parents=True)
+    store = MemoryStore(deep)
+    monkeypatch.chdir(tmp_path)
+
+    def init(console: Console) -> None:
+        project._next_steps(console, store, store.base / "config.yaml")
+
+    assert_copies_whole(
+        init,
+        ['ralph run "TASK"', 'git commit -m "ralph init"'],
+        ("no actor found yet: `ralph doctor` says what each one needs",),
+    )
+    assert '  ralph run "TASK"' in drawn(init, terminal=True)  # alone: it runs as it is
+
+
+def test_reflections_show_s_trace_command_pastes_whole() -> None:
+    shown = ShownRecord(record(1), f"trace (0 steps): ralph trace {LOOP_ID} 1", None, None)
+    assert_copies_whole(
+        lambda console: console.print(shown, crop=False), [f"ralph trace {LOOP_ID} 1"]
+    )
+
+
+def test_a_quoted_argument_is_never_cut_where_a_break_would_put_the_indent_into_it() -> None:
+    from ralph.rendering import Wrapped
+
+    command = 'ralph run "fix the failing prerelease comparison tests" -a cmd:./agent.sh'
+    for width in (50, 60):
+        out = io.StringIO()
+        Console(file=out, force_terminal=True, width=width, color_system=None).print(
+            Wrapped(command, hang=4, shell=True), crop=False
+        )
+        lines = out.getvalue().splitlines()
+        quoted = '"fix the failing prerelease comparison tests"'
+        assert len(lines) > 1 and any(quoted in line for line in lines), lines
+        assert " ".join(" ".join(pasted(lines)).split()) == command, lines
