@@ -167,3 +167,23 @@ def test_a_quoted_argument_is_never_cut_where_a_break_would_put_the_indent_into_
         quoted = '"fix the failing prerelease comparison tests"'
         assert len(lines) > 1 and any(quoted in line for line in lines), lines
         assert " ".join(" ".join(pasted(lines)).split()) == command, lines
+
+
+def test_prune_wraps_between_words_under_its_indent_at_80_columns_and_says_its_records() -> None:
+    from ralph.loop.handoff import Pruned, PruneItem
+
+    item = PruneItem(LOOP_ID, "completed", "2026-01-01", branch=BRANCH, branch_commit="b9" * 20)
+    records = Path("/work/trial3/semver-tty/.aiwg/ralph/reflections")
+    for dry_run in (True, False):
+        pruned = Pruned(dry_run, [item], records)
+        lines = drawn(lambda console: console.print(pruned, crop=False), terminal=True)
+        assert all(len(line) <= 80 for line in lines) and len(lines) > 2, lines
+        assert all(line.startswith("  ") for line in lines[1:2]), lines  # its indent kept
+        assert "b9b9b9b9b9b9)" in " ".join(lines).split(), lines
+        assert dry_run or lines[-1] == f"  {records}", lines
+        piped = drawn(lambda console: console.print(pruned, crop=False), terminal=False)
+        assert " ".join(lines).split() == " ".join(piped).split()  # no word cut, none lost
+    assert piped[-1] == f"1 loop pruned; its records stay in {records}"
+    two = Pruned(False, [item, item], records)
+    said = drawn(lambda console: console.print(two, crop=False), terminal=False)[-1]
+    assert said.startswith("2 loops pruned; their records stay"), said

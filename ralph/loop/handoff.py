@@ -22,7 +22,7 @@ from ralph.loop.result import memory_hint
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import utc_now
-from ralph.rendering import Wrapped, lines, whole
+from ralph.rendering import Wrapped, lines
 from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
 from ralph.workspace.branches import Branches
 from ralph.workspace.git import GitWorkspace
@@ -242,7 +242,7 @@ class Pruned:
         verb = "would remove" if self.dry_run else "removed"
         for item in self.loops:
             if item.kept:
-                yield whole(f"kept {item.loop_id}: {item.kept}")
+                yield Wrapped(f"kept {item.loop_id}: {item.kept}")
                 continue
             what = []
             if item.worktree:
@@ -252,12 +252,15 @@ class Pruned:
             if item.rescue_refs:
                 what.append(plural(len(item.rescue_refs), "rescue ref"))
             taken = ", not taken" if item.not_taken else ""
-            yield whole(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
+            yield Wrapped(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
         gone = [item for item in self.loops if not item.kept]
         if not gone:
             yield from lines("nothing to prune")
         elif not self.dry_run:
-            yield whole(f"{plural(len(gone), 'loop')} pruned; their records stay in {self.records}")
+            their = "its" if len(gone) == 1 else "their"
+            yield Wrapped(
+                f"{plural(len(gone), 'loop')} pruned; {their} records stay in {self.records}"
+            )
 
 
 def plan_prune(
