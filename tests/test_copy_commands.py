@@ -34,6 +34,10 @@ def drawn(draw: Callable[[Console], Any], *, terminal: bool) -> list[str]:
     return out.getvalue().splitlines()
 
 
+def printed(result: Any, *, terminal: bool) -> list[str]:
+    return drawn(lambda console: console.print(result, crop=False), terminal=terminal)
+
+
 def pasted(lines: list[str]) -> list[str]:
     """The lines as a shell reads them: a line ending in ` \\` goes on with the next."""
     joined: list[str] = []
@@ -176,14 +180,14 @@ def test_prune_wraps_between_words_under_its_indent_at_80_columns_and_says_its_r
     records = Path("/work/trial3/semver-tty/.aiwg/ralph/reflections")
     for dry_run in (True, False):
         pruned = Pruned(dry_run, [item], records)
-        lines = drawn(lambda console: console.print(pruned, crop=False), terminal=True)
+        lines = printed(pruned, terminal=True)
         assert all(len(line) <= 80 for line in lines) and len(lines) > 2, lines
         assert all(line.startswith("  ") for line in lines[1:2]), lines  # its indent kept
         assert "b9b9b9b9b9b9)" in " ".join(lines).split(), lines
         assert dry_run or lines[-1] == f"  {records}", lines
-        piped = drawn(lambda console: console.print(pruned, crop=False), terminal=False)
+        piped = printed(pruned, terminal=False)
         assert " ".join(lines).split() == " ".join(piped).split()  # no word cut, none lost
     assert piped[-1] == f"1 loop pruned; its records stay in {records}"
     two = Pruned(False, [item, item], records)
-    said = drawn(lambda console: console.print(two, crop=False), terminal=False)[-1]
+    said = printed(two, terminal=False)[-1]
     assert said.startswith("2 loops pruned; their records stay"), said
