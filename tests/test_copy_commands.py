@@ -191,3 +191,38 @@ def test_prune_wraps_between_words_under_its_indent_at_80_columns_and_says_its_r
     two = Pruned(False, [item, item], records)
     said = printed(two, terminal=False)[-1]
     assert said.startswith("2 loops pruned; their records stay"), said
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_an_error_and_its_hint_wrap_between_words_on_a_terminal_and_stay_whole_in_a_pipe(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    from ralph.cli import app
+    from ralph.errors import PreflightError
+
+    err = Tty() if terminal else io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    error = PreflightError(
+        f"loop {LOOP_ID} is already completed",
+        hint="commit or unstage them first (git restore --staged): apply stages the loop's work "
+        "for a commit of its own",
+    )
+    with pytest.raises(SystemExit) as exit_:
+        app.fail(error)
+    assert exit_.value.code == 2
+    lines = err.getvalue().splitlines()
+    whole = [f"ralph: error: {error.message}", f"hint: {error.hint}"]
+    if not terminal:
+        assert lines == whole
+        return
+    assert all(len(line) <= 80 for line in lines) and len(lines) == 4, lines
+    assert lines[1] == "  already completed" and lines[3].startswith("  "), lines
+    assert " ".join(lines).split() == " ".join(whole).split()  # no word cut, none lost

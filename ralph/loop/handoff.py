@@ -257,10 +257,8 @@ class Pruned:
         if not gone:
             yield from lines("nothing to prune")
         elif not self.dry_run:
-            their = "its" if len(gone) == 1 else "their"
-            yield Wrapped(
-                f"{plural(len(gone), 'loop')} pruned; {their} records stay in {self.records}"
-            )
+            kept = "its records" if len(gone) == 1 else "their records"
+            yield Wrapped(f"{plural(len(gone), 'loop')} pruned; {kept} stay in {self.records}")
 
 
 def plan_prune(
