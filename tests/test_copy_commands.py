@@ -226,3 +226,21 @@ def test_an_error_and_its_hint_wrap_between_words_on_a_terminal_and_stay_whole_i
     assert all(len(line) <= 80 for line in lines) and len(lines) == 4, lines
     assert lines[1] == "  already completed" and lines[3].startswith("  "), lines
     assert " ".join(lines).split() == " ".join(whole).split()  # no word cut, none lost
+
+
+def test_ralph_check_s_diagnostics_wrap_under_their_indent_at_80_columns() -> None:
+    from types import SimpleNamespace
+
+    from ralph.cli.check_view import CheckReport
+    from ralph.records import Diagnostic
+
+    message = "Import block is un-sorted or un-formatted (fixable: ruff check --fix)"
+    error = Diagnostic("lint", message, file="docs/advanced/coerce.py", line=1, rule="I001")
+    evaluation: Any = SimpleNamespace(
+        outcomes=[], output=SimpleNamespace(errors=[error]), passed=False, reward=0.5
+    )
+    lines = printed(CheckReport(evaluation), terminal=True)
+    start = next(n for n, line in enumerate(lines) if "coerce.py:1" in line)
+    assert lines[start].startswith("  docs/advanced/coerce.py:1  Import block"), lines
+    assert lines[start + 1].startswith("    ") and "[I001]" in lines[start + 1], lines
+    assert all(len(line) <= 80 for line in lines), lines
