@@ -244,3 +244,13 @@ def test_ralph_check_s_diagnostics_wrap_under_their_indent_at_80_columns() -> No
     assert lines[start].startswith("  docs/advanced/coerce.py:1  Import block"), lines
     assert lines[start + 1].startswith("    ") and "[I001]" in lines[start + 1], lines
     assert all(len(line) <= 80 for line in lines), lines
+
+
+def test_apply_s_help_says_it_merges_the_edits_the_loop_started_from() -> None:
+    """Trial 3: the help said apply refuses uncommitted changes to a file the loop changed; with
+    `--allow-dirty` it merges the edit the loop started from (the file ends `MM`)."""
+    from ralph.cli.finish import apply
+
+    said = " ".join((apply.__doc__ or "").split())
+    assert "(--allow-dirty) are merged with its work" in said
+    assert "Refuses staged changes, any other uncommitted change to a file the loop" in said
