@@ -130,7 +130,8 @@ class PlainReporter:
         best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
         self.line(
             f"loop {result.loop_id} {result.status} ({result.stop_reason}): "
-            f"{plural(result.iterations, 'iteration')}, best reward {best} {curve}"
+            f"{plural(result.iterations, 'iteration')}, best reward {best}"
+            + (f" {curve}" if curve else "")  # no trailing space without a curve
         )
         if result.message:
             self.line(result.message)
