@@ -254,3 +254,27 @@ def test_apply_s_help_says_it_merges_the_edits_the_loop_started_from() -> None:
     said = " ".join((apply.__doc__ or "").split())
     assert "(--allow-dirty) are merged with its work" in said
     assert "Refuses staged changes, any other uncommitted change to a file the loop" in said
+
+
+def test_the_command_that_gives_a_user_s_work_back_is_on_a_line_of_its_own_that_pastes() -> None:
+    """`--allow-dirty`'s note and `yours` line end with the command that brings the user's work
+    back: wrapped as prose, its `git stash apply` could start a line of its own."""
+    note = (
+        "your uncommitted changes on main are saved as they were (staged, unstaged, untracked) "
+        "in `git stash list`; the loop gives them back when it ends, or: git switch main && "
+        "git stash apply --index 73ffcaa4f929"
+    )
+    command = "git switch main && git stash apply --index 73ffcaa4f929"
+
+    def run(console: Console) -> None:
+        reporter = RichReporter(console)
+        reporter.note(note)
+        reporter.block(f"yours   {note}")
+
+    assert_copies_whole(run, [command])
+    lines = drawn(run, terminal=True)
+    assert f"  {command}" in lines and f"        {command}" in lines, lines
+    short = drawn(
+        lambda c: RichReporter(c).block("yours   to get them back: git switch a"), terminal=True
+    )
+    assert short == ["yours   to get them back: git switch a"]  # one line while it fits

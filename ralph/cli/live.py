@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 import typing
@@ -171,8 +172,7 @@ class RichReporter(PlainReporter):
         super().loop_started(state, resumed)
 
     def line(self, text: str) -> None:
-
-        self.console.print(Wrapped(redact(text)), crop=False)
+        self._prose(redact(text), 2)
 
     def block(self, text: str) -> None:
         """A final line: its value wraps under the value column, a command with a shell
@@ -180,12 +180,23 @@ class RichReporter(PlainReporter):
         line is too long for both."""
 
         if text.split(" ", 1)[0] not in COMMAND_LABELS:
-            self.console.print(Wrapped(redact(text), hang=8), crop=False)
+            self._prose(redact(text), 8)
             return
         command, _, comment = redact(text).partition("  # ")
         self.console.print(
             Wrapped(command, hang=8, shell=True, comment=comment or None), crop=False
         )
+
+    def _prose(self, text: str, hang: int) -> None:
+        """A line of prose wrapped under `hang`; the command it ends with (`...: git switch main
+        && git stash apply ...`), when the line is too long for both, on a line of its own that
+        copies whole."""
+        prose, command = tail_command(text)
+        if not command or len(text) <= self.console.width:
+            self.console.print(Wrapped(text, hang=hang), crop=False)
+            return
+        self.console.print(Wrapped(prose, hang=hang), crop=False)
+        self.console.print(Wrapped(" " * hang + command, hang=hang + 2, shell=True), crop=False)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -336,6 +347,13 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
     finally:
         if task:
             bar.stop()
+
+
+def tail_command(text: str) -> tuple[str, str]:
+    """Prose ending in a git command (`...; to get them back: git switch main && git stash
+    apply --index SHA`): the prose, to its colon, and the command; else the text and ""."""
+    match = re.search(r"(?<=:) (git [^;()`]*)$", text)
+    return (text[: match.start()], match.group(1)) if match else (text, "")
 
 
 # final lines whose value is a command to copy (and, after `  # `, a comment on it)
