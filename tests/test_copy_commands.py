@@ -1,7 +1,9 @@
 """A command ralph prints for a person to copy pastes as one at 80 columns: every wrapped line
 of it ends with ` \\`, a quoted argument is never cut, and a comment after it is never the
 start of a line a shell would run (trial 3: the `memory` line broke after `--`, and pasting its
-first line committed the staged fix under the wrong message)."""
+first line committed the staged fix under the wrong message). And the other lines trial 3 saw
+cut mid-word or at column 0 (prune, errors and hints, `ralph check`'s diagnostics) wrap between
+words under their indent on a terminal, whole in a pipe; apply's help says what it does."""
 
 from __future__ import annotations
 
