@@ -143,13 +143,17 @@ class Wrapped:
     columns (default: its own indent and two more), so wrapped text keeps its indent and no
     identifier, path or command word is ever split by ralph (a word longer than any line stays
     after the words before it: only the terminal can wrap that one). With `shell`, a command
-    to copy, each continued line ends with ` \\`, so the pasted command stays one. Off a
-    terminal (`room`): one whole line. The one wrapper of every line a person reads."""
+    to copy, each continued line ends with ` \\`, so the pasted command stays one, and a quoted
+    argument is one word (a break inside quotes would put the indent into it); its `comment`
+    follows as `  # ...` when the line fits, else on lines of its own that each start with
+    `#`, so no shell ever runs a word of it. Off a terminal (`room`): one whole line. The one
+    wrapper of every line a person reads."""
 
     text: str | Text
     hang: int | None = None
     style: str | None = None
     shell: bool = False
+    comment: str | None = None  # said after the command (`shell`), never run by a shell
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.segment import Segment
@@ -157,10 +161,15 @@ class Wrapped:
 
         text = self.text if isinstance(self.text, Text) else Text(self.text, self.style or "")
         width = room(console, options)
+        remark = f"  # {self.comment}" if self.comment else ""
+        if remark and (width is None or len(text.plain) + len(remark) <= width):
+            text, remark = text + remark, ""  # the command and its comment on one line
         for line in text.split("\n", allow_blank=True):  # each line of a text wraps alone
             plain = line.plain
             hang = len(plain) - len(plain.lstrip(" ")) + 2 if self.hang is None else self.hang
-            breaks = [] if width is None else _breaks(plain, width - 2 * self.shell, hang)
+            breaks = (
+                [] if width is None else _breaks(plain, width - 2 * self.shell, hang, self.shell)
+            )
             pieces = list(line.divide(breaks)) if breaks else [line]
             for n, piece in enumerate(pieces):
                 piece.rstrip()
@@ -168,15 +177,27 @@ class Wrapped:
                     yield Segment(" " * hang)
                 yield from piece.render(console)
                 yield Segment(" \\\n" if self.shell and n + 1 < len(pieces) else "\n")
+        if remark and width is not None and self.comment:  # lines of its own, each a comment
+            hang = len(text.plain) - len(text.plain.lstrip(" ")) if self.hang is None else self.hang
+            for said in textwrap.wrap(
+                self.comment, max(width - hang - 2, 20), break_long_words=False,
+                break_on_hyphens=False,
+            ):  # fmt: skip
+                yield Segment(f"{' ' * hang}# {said}\n")
 
 
-def _breaks(plain: str, width: int, hang: int) -> list[int]:
+_WORD = re.compile(r"\S+")
+_SHELL_WORD = re.compile(r"""(?:[^\s"']+|"[^"]*"|'[^']*'|["'])+""")  # quotes hold words together
+
+
+def _breaks(plain: str, width: int, hang: int, shell: bool = False) -> list[int]:
     """Where `plain` is cut into lines of at most `width` columns (continuations indented by
-    `hang`): before a word that would pass the width, never inside one."""
+    `hang`): before a word that would pass the width, never inside one (for a command, never
+    inside a quoted argument)."""
 
     breaks: list[int] = []
     start, indent = 0, 0
-    for word in re.finditer(r"\S+", plain):
+    for word in (_SHELL_WORD if shell else _WORD).finditer(plain):
         passes = indent + word.end() - start > width
         fits_alone = hang + len(word.group()) <= width  # else the terminal wraps it anyway
         if passes and fits_alone and plain[start : word.start()].strip():

@@ -98,8 +98,8 @@ def test_the_final_lines_name_the_branch_and_the_next_steps(ralph: RunCli, repo:
         f"best    iteration 3, reward 1.00, commit {str(summary['best_commit'])[:12]}",
         f"review  git diff main...{branch}",
         f"apply   git switch main && ralph apply {loop_id}",
-        f"        (or git merge --squash {branch})",
-        "drop    ralph prune (removes finished loops' branches, keeps records)",
+        f"or      git merge --squash {branch}",
+        "drop    ralph prune  # removes finished loops' branches, keeps records",
         f"memory  {HINT}",
     ]
 

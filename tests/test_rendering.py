@@ -200,7 +200,7 @@ def test_prune_shows_what_went_and_its_json_leaves_out_where_records_are() -> No
     pruned = Pruned(False, [item], Path("/m/reflections"))
     assert drawn(pruned).splitlines() == [
         f"removed branch ralph/1 (was {'c' * 12})  [ralph-1, failed]",
-        "1 loop pruned; their records stay in /m/reflections",
+        "1 loop pruned; its records stay in /m/reflections",
     ]
     assert list(to_data(pruned)) == ["dry_run", "loops"]
     assert to_data(pruned)["loops"][0]["branch"] == "ralph/1"

@@ -15,8 +15,9 @@ import typer
 
 from ralph import __version__
 from ralph.cli import doctor, examples, finish, hook, loops, many, project, reflections, serve
-from ralph.cli.common import clean
+from ralph.cli.common import console
 from ralph.errors import RalphError
+from ralph.rendering import Wrapped
 
 app = typer.Typer(
     name="ralph",
@@ -122,10 +123,17 @@ def _root(
         os.environ["RALPH_DEBUG"] = "1"
 
 
+def say(*texts: str) -> None:
+    """An error and its hint on stderr: on a terminal wrapped between words under their indent
+    (the terminal would split a loop id or a word), whole lines in a pipe; cleaned by the
+    console (redacted, escapes taken out)."""
+    out = console(stderr=True)
+    for text in texts:
+        out.print(Wrapped(text), crop=False)
+
+
 def fail(error: RalphError) -> NoReturn:
-    sys.stderr.write(f"ralph: error: {clean(error.message)}\n")
-    if error.hint:
-        sys.stderr.write(f"hint: {clean(error.hint)}\n")
+    say(f"ralph: error: {error.message}", *([f"hint: {error.hint}"] if error.hint else []))
     sys.exit(error.exit_code)
 
 
@@ -147,10 +155,10 @@ def main() -> None:
         if os.environ.get("RALPH_DEBUG"):
             raise
         if show is None:
-            sys.stderr.write(
-                f"ralph: internal error: {type(error).__name__}: {clean(str(error))}\n"
+            say(
+                f"ralph: internal error: {type(error).__name__}: {error}",
+                "hint: run again with `ralph --debug ...` for the traceback",
             )
-            sys.stderr.write("hint: run again with `ralph --debug ...` for the traceback\n")
             sys.exit(2)
         show()
         sys.exit(int(getattr(error, "exit_code", 2)))

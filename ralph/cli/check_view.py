@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.base import CheckOutcome, Evaluation
 from ralph.glyphs import first_line, plural
-from ralph.rendering import Rows
+from ralph.rendering import Rows, Wrapped
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -68,9 +68,8 @@ class CheckReport:
         for e in errors[:SHOWN_DIAGNOSTICS]:
             where = e.location() or e.rule or e.type
             rule = f"  [dim]\\[{escape(e.rule)}][/]" if e.rule and e.type != "test_failure" else ""
-            yield Text.from_markup(
-                f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}"
-            )
+            line = f"  [bold]{escape(where)}[/]  {escape(first_line(e.message))}{rule}"
+            yield Wrapped(Text.from_markup(line), hang=4)  # under its indent, on a terminal
         if len(errors) > SHOWN_DIAGNOSTICS:
             yield Text.from_markup(f"  [dim]... and {len(errors) - SHOWN_DIAGNOSTICS} more[/]")
         wrote = next((o for o in evaluation.outcomes if o.changed_files), None)

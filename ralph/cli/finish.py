@@ -24,11 +24,13 @@ def apply(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Bring a loop's best (or chosen) iteration onto the current branch as uncommitted changes,
-    as `git merge --squash` would, from the loop's starting point (default: the latest loop, as
-    `status`); refuses staged changes, uncommitted changes to a file the loop changed, and a
-    loop that did not succeed unless --iteration or --force says so. Applying a success counts
-    as accepted."""
+    """Bring a loop's best (or chosen) iteration onto the current branch as staged, uncommitted
+    changes, as `git merge --squash` would, from the loop's starting point (default: the latest
+    loop, as `status`). Your uncommitted edits the loop started from (--allow-dirty) are merged
+    with its work: the tree has both, the index the loop's changes alone; your other
+    uncommitted files stay as they are. Refuses staged changes, any other uncommitted change to
+    a file the loop changed, and a loop that did not succeed unless --iteration or --force says
+    so. Applying a success counts as accepted."""
     from ralph.loop.handoff import apply_loop
 
     store = memory()

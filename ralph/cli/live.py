@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 import typing
@@ -130,7 +131,8 @@ class PlainReporter:
         best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
         self.line(
             f"loop {result.loop_id} {result.status} ({result.stop_reason}): "
-            f"{plural(result.iterations, 'iteration')}, best reward {best} {curve}"
+            f"{plural(result.iterations, 'iteration')}, best reward {best}"
+            + (f" {curve}" if curve else "")  # no trailing space without a curve
         )
         if result.message:
             self.line(result.message)
@@ -170,15 +172,31 @@ class RichReporter(PlainReporter):
         super().loop_started(state, resumed)
 
     def line(self, text: str) -> None:
-
-        self.console.print(Wrapped(redact(text)), crop=False)
+        self._prose(redact(text), 2)
 
     def block(self, text: str) -> None:
         """A final line: its value wraps under the value column, a command with a shell
-        continuation, so it copies whole."""
+        continuation, so it copies whole, and its `  # comment` on lines of its own when the
+        line is too long for both."""
 
-        command = text.split(" ", 1)[0] in COMMAND_LABELS
-        self.console.print(Wrapped(redact(text), hang=8, shell=command), crop=False)
+        if text.split(" ", 1)[0] not in COMMAND_LABELS:
+            self._prose(redact(text), 8)
+            return
+        command, _, comment = redact(text).partition("  # ")
+        self.console.print(
+            Wrapped(command, hang=8, shell=True, comment=comment or None), crop=False
+        )
+
+    def _prose(self, text: str, hang: int) -> None:
+        """A line of prose wrapped under `hang`; the command it ends with (`...: git switch main
+        && git stash apply ...`), when the line is too long for both, on a line of its own that
+        copies whole."""
+        prose, command = tail_command(text)
+        if not command or len(text) <= self.console.width:
+            self.console.print(Wrapped(text, hang=hang), crop=False)
+            return
+        self.console.print(Wrapped(prose, hang=hang), crop=False)
+        self.console.print(Wrapped(" " * hang + command, hang=hang + 2, shell=True), crop=False)
 
     def _view(self) -> RenderableType:
         from rich.console import Group
@@ -331,7 +349,15 @@ def progress_bar(label: str, *, after: float = 0.3) -> Iterator[Callable[[int, i
             bar.stop()
 
 
-COMMAND_LABELS = ("review", "apply")  # final lines whose value is a command to copy
+def tail_command(text: str) -> tuple[str, str]:
+    """Prose ending in a git command (`...; to get them back: git switch main && git stash
+    apply --index SHA`): the prose, to its colon, and the command; else the text and ""."""
+    match = re.search(r"(?<=:) (git [^;()`]*)$", text)
+    return (text[: match.start()], match.group(1)) if match else (text, "")
+
+
+# final lines whose value is a command to copy (and, after `  # `, a comment on it)
+COMMAND_LABELS = ("review", "apply", "or", "drop", "memory")
 
 
 def next_steps(result: LoopResult) -> list[str]:
@@ -344,7 +370,7 @@ def next_steps(result: LoopResult) -> list[str]:
     base = result.base_branch or (result.base_commit or "HEAD")[:12]
     start = (result.base_commit or "HEAD")[:12]
     where = f"branch  {result.branch} (from {base})"
-    drop = "drop    ralph prune (removes finished loops' branches, keeps records)"
+    drop = "drop    ralph prune  # removes finished loops' branches, keeps records"
     improved = (
         best is not None
         and result.best_reward is not None
@@ -355,11 +381,11 @@ def next_steps(result: LoopResult) -> list[str]:
     assert best is not None
     switch = "" if result.worktree or result.restored else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
-    force = "" if result.status == "completed" else " --force  (it still fails its checks)"
+    force = "" if result.status == "completed" else " --force  # it still fails its checks"
     # --allow-dirty: the loop's own work starts at its starting-point commit, which holds the
     # user's uncommitted changes; a diff or merge from the base branch would count them too
     review = f"{base}...{shown}" if result.user_changes is None else f"{start} {shown}"
-    merge = [] if result.user_changes is not None else [f"        (or git merge --squash {shown})"]
+    merge = [] if result.user_changes is not None else [f"or      git merge --squash {shown}"]
     return [
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",

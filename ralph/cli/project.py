@@ -111,17 +111,17 @@ def _next_steps(out: Any, store: Any, config: Path) -> None:
         return os.path.relpath(path)
 
     try:
-        actor = f"  # actor: {auto_actor(base_dir=store.root).name} (found here)"
+        actor = f"actor: {auto_actor(base_dir=store.root).name} (found here)"
     except RalphError:
-        actor = "  # no actor found yet: `ralph doctor` says what each one needs"
+        actor = "no actor found yet: `ralph doctor` says what each one needs"
     files = f"{here(config)} {here(store.base / '.gitignore')}"
     out.print("next:", markup=False)
-    for line, command in (
-        ("ralph doctor", True),
-        (f'git add {files} && git commit -m "ralph init"', True),
-        (f'ralph run "TASK"{actor}', False),  # a comment: no continuation inside it
+    for line, comment in (
+        ("ralph doctor", None),
+        (f'git add {files} && git commit -m "ralph init"', None),
+        ('ralph run "TASK"', actor),
     ):
-        out.print(Wrapped(f"  {line}", hang=4, shell=command), crop=False)
+        out.print(Wrapped(f"  {line}", hang=4, shell=True, comment=comment), crop=False)
 
 
 def _probe_line(probe: Any, role: Role | None) -> str:

@@ -22,7 +22,7 @@ from ralph.loop.result import memory_hint
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import utc_now
-from ralph.rendering import Wrapped, lines, whole
+from ralph.rendering import Wrapped, lines
 from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
 from ralph.workspace.branches import Branches
 from ralph.workspace.git import GitWorkspace
@@ -65,14 +65,13 @@ class ApplyOutcome:
                 "`git reset --merge`"
             )
             return
-        yield Wrapped(
-            "review: git diff --cached    commit: git commit (its message is prefilled: "
-            "ralph's summary of the loop, in git's SQUASH_MSG)"
-        )
+        yield Wrapped("review: git diff --cached", hang=8, shell=True)
+        prefilled = "its message is prefilled: ralph's summary of the loop, in git's SQUASH_MSG"
+        yield Wrapped("commit: git commit", hang=8, shell=True, comment=prefilled)
         if self.accepted:
             yield from lines("counted as accepted (feedback: implicitly, by apply)")
         if self.memory_hint:  # the memory is meant to be committed
-            yield whole(f"memory: {self.memory_hint}")
+            yield Wrapped(f"memory: {self.memory_hint}", hang=8, shell=True)
 
 
 def apply_loop(
@@ -243,7 +242,7 @@ class Pruned:
         verb = "would remove" if self.dry_run else "removed"
         for item in self.loops:
             if item.kept:
-                yield whole(f"kept {item.loop_id}: {item.kept}")
+                yield Wrapped(f"kept {item.loop_id}: {item.kept}")
                 continue
             what = []
             if item.worktree:
@@ -253,12 +252,13 @@ class Pruned:
             if item.rescue_refs:
                 what.append(plural(len(item.rescue_refs), "rescue ref"))
             taken = ", not taken" if item.not_taken else ""
-            yield whole(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
+            yield Wrapped(f"{verb} {', '.join(what)}  [{item.loop_id}, {item.status}{taken}]")
         gone = [item for item in self.loops if not item.kept]
         if not gone:
             yield from lines("nothing to prune")
         elif not self.dry_run:
-            yield whole(f"{plural(len(gone), 'loop')} pruned; their records stay in {self.records}")
+            kept = "its records" if len(gone) == 1 else "their records"
+            yield Wrapped(f"{plural(len(gone), 'loop')} pruned; {kept} stay in {self.records}")
 
 
 def plan_prune(

@@ -193,12 +193,9 @@ def preexisting_lines(evaluation: Evaluation) -> list[str]:
             lines.append(f"{name}: could not run before the loop, so it is not judged")
         elif v.preexisting:
             n = v.preexisting
-            what = "failing tests" if outcome.spec.parser == "pytest" else "errors"
-            if n == 1:
-                what = what.removesuffix("s").replace("tests", "test")
-            lines.append(
-                f"{name}: {n} {what} that were already there before the loop; not your task"
-            )
+            what = plural(n, "failing test" if outcome.spec.parser == "pytest" else "error")
+            were = "was" if n == 1 else "were"  # the verb agrees with the count
+            lines.append(f"{name}: {what} that {were} already there before the loop; not your task")
     return lines
 
 

@@ -106,9 +106,9 @@ def give_feedback(
 
 def describe(fb: dict[str, Any]) -> str:
     """One line for `reflections show` and `ralph feedback`."""
-    who = "a person" if fb["source"] == "explicit" else f"implicitly ({fb['source']})"
+    who = "by a person" if fb["source"] == "explicit" else f"implicitly ({fb['source']})"
     note = f": {fb['note']}" if fb.get("note") else ""
-    return f"feedback: {fb['verdict']} by {who} at {fb['timestamp']}{note}"
+    return f"feedback: {fb['verdict']} {who} at {fb['timestamp']}{note}"
 
 
 def read_feedback(store: MemoryStore, loop_id: str) -> dict[str, Any] | None:

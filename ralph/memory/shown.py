@@ -107,7 +107,7 @@ class ShownRecord:
         if self.record.ralph and self.record.ralph.obsolete:
             yield Text("obsolete: its lessons are never injected into a prompt")
         if self.trace:
-            yield Text(self.trace)
+            yield Wrapped(self.trace, hang=2, shell=True)  # a command to copy
         if self.feedback is not None:
             yield whole(self.feedback)
         if self.usage is not None:

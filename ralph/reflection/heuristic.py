@@ -267,7 +267,8 @@ def _root_cause(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
 def _causal(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
     names = _join([o.spec.name for o in failing]) if failing else "the checks"
     if not errors:
-        return f"{names} failed without structured errors, so their output holds the cause."
+        their = "its" if len(failing) == 1 else "their"
+        return f"{names} failed without structured errors, so {their} output holds the cause."
     top = errors[0]
     where = top.location() or "an unlocated point"
     if top.type == "test_failure":
@@ -276,7 +277,8 @@ def _causal(failing: list[CheckOutcome], errors: list[Diagnostic]) -> str:
     else:
         effect = f"the code at {where} still breaks what the check enforces"
     return (
-        f"{names} report {plural(len(errors), 'error')}; the first fails at {where}, so {effect}."
+        f"{names} {'reports' if len(failing) == 1 else 'report'} {plural(len(errors), 'error')}; "
+        f"the first fails at {where}, so {effect}."
     )
 
 
