@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,35 @@ def private_tmp(root: Path) -> Path:
         raise StoreError(f"cannot create {folder}: {exc.strerror or exc}") from None
     clear_private_tmp(root)
     return folder
+
+
+PYCACHE_PREFIX = "PYTHONPYCACHEPREFIX"
+CHECKS_PYCACHE = "pycache"
+ACTOR_PYCACHE = "pycache-actor"  # its own: a sandboxed actor never writes what the checks load
+
+
+def bytecode_env(
+    root: Path, environ: Mapping[str, str], name: str = CHECKS_PYCACHE, *, make: bool = True
+) -> dict[str, str]:
+    """`PYTHONPYCACHEPREFIX` for a check (or, with `ACTOR_PYCACHE`, an actor): Python, and
+    pytest for the test modules it rewrites (it honours `sys.pycache_prefix`), write bytecode in
+    `.aiwg/ralph/tmp/NAME/` of the memory at `root`, not in `__pycache__/` beside the user's
+    code, which would dirty a tree that does not ignore it and enter a loop's commits. The
+    folder is kept across runs (`clear_private_tmp` removes only scratch files): warm, it is as
+    fast as bytecode beside the code (300 modules, 600 tests: a pytest run 1.1-1.2 s either way
+    on 2 busy cores; 2.1-2.6 s with no bytecode at all). `make`: create the folder now (else
+    Python does, on its first write). Empty when `environ` names a prefix (the user's wins); no
+    bytecode at all when the folder cannot be made."""
+    if PYCACHE_PREFIX in environ:
+        return {}
+    folder = root / AIWG_DIR / "tmp" / name
+    if make:
+        try:
+            private_tmp(root)
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except (StoreError, OSError):
+            return {"PYTHONDONTWRITEBYTECODE": "1"}
+    return {PYCACHE_PREFIX: str(folder)}
 
 
 def scratch_prefix() -> str:
