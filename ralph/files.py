@@ -108,12 +108,14 @@ def bytecode_env(
     """`PYTHONPYCACHEPREFIX` for a check (or, with `ACTOR_PYCACHE`, an actor): Python, and
     pytest for the test modules it rewrites (it honours `sys.pycache_prefix`), write bytecode in
     `.aiwg/ralph/tmp/NAME/` of the memory at `root`, not in `__pycache__/` beside the user's
-    code, which would dirty a tree that does not ignore it and enter a loop's commits. The
-    folder is kept across runs (`clear_private_tmp` removes only scratch files): warm, it is as
-    fast as bytecode beside the code (300 modules, 600 tests: a pytest run 1.1-1.2 s either way
-    on 2 busy cores; 2.1-2.6 s with no bytecode at all). `make`: create the folder now (else
-    Python does, on its first write). Empty when `environ` names a prefix (the user's wins); no
-    bytecode at all when the folder cannot be made."""
+    code, which would dirty a tree that does not ignore it and enter a loop's commits.
+
+    The folder is kept across runs (`clear_private_tmp` removes only scratch files): warm, it
+    is as fast as bytecode beside the code (300 modules, 600 tests, 2 busy cores: a pytest run
+    1.1-1.2 s either way; 2.1-2.6 s with no bytecode at all). The first run fills it, with the
+    standard library's and the tools' bytecode too (about 10 MB; that run 4.8 s). `make`:
+    create the folder now (else Python does, on its first write). Empty when `environ` names a
+    prefix (the user's wins); no bytecode at all when the folder cannot be made."""
     if PYCACHE_PREFIX in environ:
         return {}
     folder = root / AIWG_DIR / "tmp" / name
