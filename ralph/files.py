@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -126,6 +127,16 @@ def bytecode_env(
         except (StoreError, OSError):
             return {"PYTHONDONTWRITEBYTECODE": "1"}
     return {PYCACHE_PREFIX: str(folder)}
+
+
+def forget_bytecode(root: Path, tree: Path) -> None:
+    """Remove the bytecode the checks and the actor kept for the files under `tree` (a removed
+    worktree of the memory at `root`): it is kept by the source's path, so a gone worktree's
+    would stay for good, one project's worth per loop of `--worktree` or `batch`."""
+    for name in (CHECKS_PYCACHE, ACTOR_PYCACHE):
+        folder = root / AIWG_DIR / "tmp" / name
+        for where in {tree.absolute(), tree.resolve()}:
+            shutil.rmtree(folder / where.relative_to(where.anchor), ignore_errors=True)
 
 
 def scratch_prefix() -> str:

@@ -21,8 +21,10 @@ from ralph.files import ACTOR_PYCACHE, CHECKS_PYCACHE, PYCACHE_PREFIX
 from ralph.ids import loop_branch
 from ralph.loop.parity import find_failure
 from ralph.sandbox import Policy
+from ralph.workspace.branches import Branches
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.trees import Trees
+from ralph.workspace.worktree import add_worktree, remove_worktree
 
 from ..conftest import RunCli
 from ..fakes.calc_project import git
@@ -211,3 +213,28 @@ def test_the_parity_probe_collects_without_writing_bytecode(
     assert failure is not None and failure.check == "tests"
     for root in (top, workdir):
         assert bytecode_in_tree(root) == []
+
+
+def test_a_removed_worktree_leaves_no_bytecode_behind(project: Path) -> None:
+    """Bytecode is kept by its source's path: a gone worktree's is removed with it (by a
+    loop's own cleanup and by `prune`), the checkout's stays."""
+    scratch = project / ".aiwg" / "ralph" / "tmp"
+    ours = scratch / CHECKS_PYCACHE / project.resolve().relative_to("/") / CALC_PYC
+    ours.parent.mkdir(parents=True)
+    ours.write_bytes(b"the checkout's")
+    for loop_id, remove in (
+        ("ralph-bytecode-loop", lambda path: remove_worktree(path, force=True)),
+        ("ralph-bytecode-prune", lambda path: Branches(project).remove_worktree(path)),
+    ):
+        tree = add_worktree(project, loop_id)
+        kept = [
+            scratch / name / tree.resolve().relative_to("/")
+            for name in (CHECKS_PYCACHE, ACTOR_PYCACHE)
+        ]
+        for folder in kept:
+            folder.mkdir(parents=True)
+            (folder / CALC_PYC).write_bytes(b"x")
+        remove(tree)
+        assert not tree.exists()
+        assert not [folder for folder in kept if folder.exists()], loop_id
+    assert ours.read_bytes() == b"the checkout's"
