@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,47 @@ def private_tmp(root: Path) -> Path:
         raise StoreError(f"cannot create {folder}: {exc.strerror or exc}") from None
     clear_private_tmp(root)
     return folder
+
+
+PYCACHE_PREFIX = "PYTHONPYCACHEPREFIX"
+CHECKS_PYCACHE = "pycache"
+ACTOR_PYCACHE = "pycache-actor"  # its own: a sandboxed actor never writes what the checks load
+
+
+def bytecode_env(
+    root: Path, environ: Mapping[str, str], name: str = CHECKS_PYCACHE, *, make: bool = True
+) -> dict[str, str]:
+    """`PYTHONPYCACHEPREFIX` for a check (or, with `ACTOR_PYCACHE`, an actor): Python, and
+    pytest for the test modules it rewrites (it honours `sys.pycache_prefix`), write bytecode in
+    `.aiwg/ralph/tmp/NAME/` of the memory at `root`, not in `__pycache__/` beside the user's
+    code, which would dirty a tree that does not ignore it and enter a loop's commits.
+
+    The folder is kept across runs (`clear_private_tmp` removes only scratch files): warm, it
+    is as fast as bytecode beside the code (300 modules, 600 tests, 2 busy cores: a pytest run
+    1.1-1.2 s either way; 2.1-2.6 s with no bytecode at all). The first run fills it, with the
+    standard library's and the tools' bytecode too (about 10 MB; that run 4.8 s). `make`:
+    create the folder now (else Python does, on its first write). Empty when `environ` names a
+    prefix (the user's wins); no bytecode at all when the folder cannot be made."""
+    if PYCACHE_PREFIX in environ:
+        return {}
+    folder = root / AIWG_DIR / "tmp" / name
+    if make:
+        try:
+            private_tmp(root)
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except (StoreError, OSError):
+            return {"PYTHONDONTWRITEBYTECODE": "1"}
+    return {PYCACHE_PREFIX: str(folder)}
+
+
+def forget_bytecode(root: Path, tree: Path) -> None:
+    """Remove the bytecode the checks and the actor kept for the files under `tree` (a removed
+    worktree of the memory at `root`): it is kept by the source's path, so a gone worktree's
+    would stay for good, one project's worth per loop of `--worktree` or `batch`."""
+    for name in (CHECKS_PYCACHE, ACTOR_PYCACHE):
+        folder = root / AIWG_DIR / "tmp" / name
+        for where in {tree.absolute(), tree.resolve()}:
+            shutil.rmtree(folder / where.relative_to(where.anchor), ignore_errors=True)
 
 
 def scratch_prefix() -> str:

@@ -133,7 +133,9 @@ def test_an_agent_preset_gets_its_own_credentials_and_state_directories(tmp_path
     assert Path("/home/u/.claude") in claude.sandbox.writable
     gemini = AgentActor(PRESETS["gemini"])
     confine(gemini, Policy("bwrap", tmp_path, tmp_path, writes=(tmp_path / "w",)), {})
-    assert gemini.sandbox is not None and gemini.sandbox.writable == (tmp_path / "w",)
+    assert gemini.sandbox is not None
+    # --sandbox-write replaces the preset's list; the agent's bytecode folder is ralph's own
+    assert gemini.sandbox.writable == (tmp_path / "w", tmp_path / ".aiwg/ralph/tmp/pycache-actor")
     assert "GEMINI_CLI_TRUST_WORKSPACE" in gemini.sandbox.keep  # the preset's own setting
 
 

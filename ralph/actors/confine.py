@@ -9,15 +9,17 @@ their edits itself, so only their checks are confined.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ralph.actors.agents import AgentActor
 from ralph.actors.command import CommandActor
 from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
 from ralph.config import Settings
-from ralph.files import private_tmp
+from ralph.files import ACTOR_PYCACHE, AIWG_DIR, PYCACHE_PREFIX, private_tmp
 from ralph.sandbox import Policy, Sandbox, resolve
 from ralph.workspace.locate import memory_root
 
@@ -62,10 +64,23 @@ def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) ->
         dirs = [home / place for place in homes]
         dirs += [Path(environ[name]) for name in elsewhere if environ.get(name)]
         keep = {*names, *(name for name, _ in actor.preset.env)}
-        actor.sandbox = policy.for_actor(keep, dirs)
+        actor.sandbox = with_bytecode(policy.for_actor(keep, dirs), policy)
     elif isinstance(actor, CommandActor):
-        actor.sandbox = policy.for_actor((), ())
+        actor.sandbox = with_bytecode(policy.for_actor((), ()), policy)
     return policy.for_checks()
+
+
+def with_bytecode(sandbox: Sandbox, policy: Policy) -> Sandbox:
+    """The actor's bytecode folder (`files.bytecode_env`, named in its environment by
+    `build_parts`) writable and its variable kept, whatever `--sandbox-write` says: else the
+    agent's Python writes `__pycache__/` into the tree. Made now, as bwrap binds only what
+    exists; the checks' folder stays read-only to the actor."""
+    folder = (policy.scratch or policy.repository / AIWG_DIR / "tmp") / ACTOR_PYCACHE
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return replace(
+        sandbox, writable=(*sandbox.writable, folder), keep=sandbox.keep | {PYCACHE_PREFIX}
+    )
 
 
 def policy_of(

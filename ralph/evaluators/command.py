@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ralph import process
 from ralph.config import CheckSpec
 from ralph.evaluators.base import CheckOutcome, OutputCallback
-from ralph.files import private_tmp
+from ralph.files import bytecode_env, private_tmp
 from ralph.glyphs import plural
 from ralph.process import DEFAULT_CAP, Child, ProcessResult, executable_of
 from ralph.records import CheckResult, CheckStatus, Diagnostic, Metrics
@@ -119,7 +119,9 @@ class CommandCheck:
         env: dict[str, str] | None = None,
         on_output: OutputCallback | None = None,
     ) -> ProcessResult:
-        """Run once, registered so `kill_running_checks` can stop it; keeps the full log."""
+        """Run once, registered so `kill_running_checks` can stop it; keeps the full log.
+        Python's bytecode goes to ralph's scratch folder, never beside the user's code
+        (`files.bytecode_env`)."""
         name = self.spec.name
         started: list[Child] = []
 
@@ -132,7 +134,13 @@ class CommandCheck:
             if on_output is not None:
                 on_output(name, chunk)
 
-        own = {**NO_COLOUR, **self.tool_env(cwd), **self.environment, **(env or {})}
+        own = {
+            **NO_COLOUR,
+            **bytecode_env(memory_of(cwd), {**os.environ, **self.environment}),
+            **self.tool_env(cwd),
+            **self.environment,
+            **(env or {}),
+        }
         # a sandboxed check still gets the variables ralph sets for it (its caches, imports)
         sandbox = self.sandbox.keeping(own) if self.sandbox is not None else None
         try:
@@ -193,13 +201,18 @@ class DiagnosticsCheck(CommandCheck):
 _memory_roots: dict[Path, Path] = {}
 
 
-def scratch(cwd: Path, name: str) -> Path:
-    """`.aiwg/ralph/tmp/NAME` of the memory of `cwd`: where a tool's cache goes instead of the
-    user's tree (the memory's place asked of git once per tree)."""
+def memory_of(cwd: Path) -> Path:
+    """The memory's root for `cwd`, asked of git once per tree."""
     root = _memory_roots.get(cwd)
     if root is None:
         root = _memory_roots[cwd] = memory_root(cwd)
-    return private_tmp(root) / name
+    return root
+
+
+def scratch(cwd: Path, name: str) -> Path:
+    """`.aiwg/ralph/tmp/NAME` of the memory of `cwd`: where a tool's cache goes instead of the
+    user's tree."""
+    return private_tmp(memory_of(cwd)) / name
 
 
 def user_sets(variable: str, check: CommandCheck) -> bool:

@@ -18,7 +18,7 @@ from ralph import config
 from ralph.config import Settings
 from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.evaluators.base import JudgeContext
-from ralph.files import atomic_write_text, read_json
+from ralph.files import ACTOR_PYCACHE, atomic_write_text, bytecode_env, read_json
 from ralph.ids import new_loop_id, validate_loop_id
 from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult
@@ -83,17 +83,20 @@ def build_parts(
     from ralph.actors.agents import offer_memory_tools
     from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
+    from ralph.workspace.locate import memory_root
     from ralph.workspace.worktree import import_path
 
     env = os.environ if environ is None else environ
     # in a linked worktree, the worktree's own code first (an editable install imports the
     # main tree's): for the checks, and for an agent that runs the tests itself
     imports = {} if settings.no_git else import_path(root, env)
+    # an agent's own test runs keep their bytecode out of the tree too, in a folder of their own
+    bytecode = bytecode_env(memory_root(root), env, ACTOR_PYCACHE, make=False)
     actor = make_actor(
         settings.actor,
         actor_args=settings.actor_args,
         model=settings.model,
-        environ={**env, **imports} if imports else env,
+        environ={**env, **imports, **bytecode},
         base_dir=root,
     )
     reflector = make_reflector(settings, actor, root, env)

@@ -24,9 +24,11 @@ from ralph.config import CheckSpec, Settings
 from ralph.errors import PreflightError
 from ralph.evaluators.command import insert_after
 from ralph.evaluators.pytest import PYTEST, parse_text
+from ralph.files import bytecode_env
 from ralph.ids import new_loop_id
 from ralph.process import ProcessResult, run
 from ralph.records import Diagnostic
+from ralph.workspace.locate import memory_root
 from ralph.workspace.parity import copy_included, ignored_entries, included_files, missing_ignored
 from ralph.workspace.worktree import add_worktree, import_path, remove_worktree
 
@@ -70,17 +72,19 @@ def find_failure(
     """The first check that cannot import its tests in `workdir` (with `environ`, the loop's
     own) but collects in the checkout at `top` (with ralph's environment)."""
     seen: set[str] = set()
+    # bytecode where the checks keep theirs: never into either tree
+    bytecode = bytecode_env(memory_root(top), environ)
     for spec in specs:
         command = collect_command(spec)
         if command is None or command in seen:
             continue
         seen.add(command)
-        there = run(command, cwd=workdir, env=environ, wall_timeout=timeout)
+        there = run(command, cwd=workdir, env={**environ, **bytecode}, wall_timeout=timeout)
         failures = import_failures(there, workdir)
         if not failures:
             continue
-        # the checkout's own environment; no bytecode written into the user's tree
-        here = run(command, cwd=top, env={"PYTHONDONTWRITEBYTECODE": "1"}, wall_timeout=timeout)
+        ours = bytecode_env(memory_root(top), os.environ)  # the checkout's own environment
+        here = run(command, cwd=top, env=ours, wall_timeout=timeout)
         if here.exit_code == 0:
             return ImportFailure(spec.name, failures[0])
     return None

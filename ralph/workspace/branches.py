@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.errors import PreflightError
-from ralph.files import atomic_write_text
+from ralph.files import atomic_write_text, forget_bytecode
 from ralph.workspace.base import name_some, shown
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
@@ -204,7 +204,9 @@ class Branches:
         return [entry[3:] for entry in status]
 
     def remove_worktree(self, path: Path) -> None:
+        top = main_worktree(path) or self.top
         self._git.run("worktree", "remove", str(path))
+        forget_bytecode(top, path)
 
     def delete_branch(self, branch: str) -> None:
         self._git.run("branch", "-D", "-q", branch)

@@ -52,8 +52,7 @@ from ralph import process
 from ralph.files import AIWG_DIR, private_tmp
 from ralph.workspace.locate import main_of
 from ralph.workspace.tree_walk import (
-    SKIP_NAMES,
-    TOOL_FILES,
+    TOOL_RULES,
     GuardError,
     Stat,
     WalkTaken,
@@ -285,9 +284,7 @@ def _stage(repo: _Repo, env: dict[str, str]) -> str:
 # writes is not a check writing the tree) as ignore rules in the private info/exclude, which
 # git applies per folder: ~10 ms less per `git add` on 5,000 files than `:(glob)` pathspecs.
 EXCLUDED = (f":(exclude){AIWG_DIR.as_posix()}",)
-TOOL_IGNORES = "".join(f"{name}\n" for name in TOOL_FILES) + "".join(
-    f"{name}/\n" for name in sorted(SKIP_NAMES - {".git"})
-)
+TOOL_IGNORES = "".join(f"{rule}\n" for rule in TOOL_RULES)
 
 
 def _add(repo: _Repo, env: dict[str, str]) -> bool:

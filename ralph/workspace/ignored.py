@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
 from ralph.files import write_atomically
+from ralph.workspace.tree_walk import TOOL_RULES
 
 Names = Callable[..., list[str]]  # Git.names: NUL-separated output of a git command
 HEADER = "# ralph: what git ignored when this loop started (rules, then the ignored paths)\n"
@@ -28,8 +29,10 @@ def exclude_path(git_dir_path: Callable[[str], Path], loop_id: str) -> Path:
 
 
 def write_snapshot(path: Path, top: Path, names: Names, sources: list[Path]) -> None:
-    """Record the ignore rules of `sources` and of every `.gitignore`, then the ignored paths."""
-    lines = [HEADER]
+    """Record what tools keep for themselves (`tree_walk.TOOL_RULES`: no `git add -A` of
+    ralph's picks up a bytecode file), the ignore rules of `sources` and of every
+    `.gitignore`, then the ignored paths."""
+    lines = [HEADER, *(f"{rule}\n" for rule in TOOL_RULES)]  # tools' own files: never work
     for source in sources:
         lines += _rules(source, "")
     gitignores = names(

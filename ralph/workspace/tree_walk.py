@@ -32,6 +32,19 @@ SKIP_NAMES = frozenset(
 # files tools write for themselves beside the code: bytecode, pytest-cov's data and report,
 # dmypy's status (removing it would orphan the daemon)
 TOOL_FILES = ("*.py[co]", ".coverage", ".coverage.*", "coverage.xml", ".dmypy.json")
+# both as git ignore rules: the fingerprint's private excludes, and what a loop never commits
+# nor counts as the user's uncommitted changes (`trees.py`, `ignored.py`) unless git tracks it
+TOOL_RULES = (*TOOL_FILES, *(f"{name}/" for name in sorted(SKIP_NAMES - {".git"})))
+
+
+def is_tool_file(path: str) -> bool:
+    """Whether `path` (from the top, `/`-separated) is what a tool keeps for itself: in a
+    `SKIP_NAMES` folder, or named as a `TOOL_FILES` file."""
+    *folders, name = path.split("/")
+    return any(folder in SKIP_NAMES for folder in folders) or any(
+        fnmatch.fnmatchcase(name, pattern) for pattern in TOOL_FILES
+    )
+
 
 Stat = tuple[int, ...]  # size, mtime_ns, ctime_ns, mode
 

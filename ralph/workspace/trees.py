@@ -18,10 +18,12 @@ from typing import Protocol
 
 from ralph.errors import RalphError
 from ralph.workspace.base import ChangeKind, FileChange, name_some
+from ralph.workspace.tree_walk import TOOL_RULES, is_tool_file
 
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
 PATCH_MAX_LINES = 20_000  # a file changing more lines than this is counted but not diffed
 CHUNK = 200  # paths per git command
+TOOL_EXCLUDES = tuple(f"--exclude={rule}" for rule in TOOL_RULES)
 
 
 class GitCommands(Protocol):
@@ -63,11 +65,13 @@ class Trees:
         return found
 
     def unstage_ignored(self, env: Mapping[str, str] | None = None) -> None:
-        """Take out of the index `env` names what was ignored at loop start and is not in HEAD
-        (an agent's `!pattern` in `.gitignore`, its `git add -f`): it is never committed."""
-        if self.ignored is None:
-            return
-        query = ("ls-files", "-z", "--cached", "--ignored", f"--exclude-from={self.ignored}")
+        """Take out of the index `env` names what was ignored at loop start and what tools keep
+        for themselves (`tree_walk.TOOL_RULES`: bytecode, caches, `.venv/`), unless HEAD holds
+        it (an agent's `!pattern` in `.gitignore`, its `git add -f`, a loop started before the
+        tool rules joined the loop-start record): it is never committed."""
+        query = ["ls-files", "-z", "--cached", "--ignored", *TOOL_EXCLUDES]
+        if self.ignored is not None:
+            query.append(f"--exclude-from={self.ignored}")
         staged = self.git.names(*query, "--", ".", self.exclude, env=env)
         if not staged:
             return
@@ -84,14 +88,17 @@ class Trees:
 
     def dirty(self, *, untracked: bool = True) -> list[str]:
         """Modified, staged or untracked (not ignored) paths outside `.aiwg/ralph/`; a file
-        ignored when the loop started counts as ignored whatever `.gitignore` says now.
+        ignored when the loop started counts as ignored whatever `.gitignore` says now, and an
+        untracked one a tool keeps for itself (a user's own test run's `__pycache__/`) too.
         `untracked=False`: only tracked files' uncommitted changes (what a worktree lacks)."""
         entries = self.git.names(
             "status", "--porcelain", "-z", "--no-renames",
             f"--untracked-files={'all' if untracked else 'no'}", "--", ".", self.exclude,
         )  # fmt: skip
         new = [entry[3:] for entry in entries if entry.startswith("?? ")]
-        kept = set(self.ignored_at_start(new)) if new else set()
+        kept = {path for path in new if is_tool_file(path)}
+        others = [path for path in new if path not in kept]
+        kept.update(self.ignored_at_start(others) if others else ())
         return [entry[3:] for entry in entries if entry[3:] not in kept]
 
     # -- temporary index: trees without touching the user's index -------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ralph.errors import PreflightError
-from ralph.files import write_atomically
+from ralph.files import forget_bytecode, write_atomically
 from ralph.ids import validate_loop_id
 from ralph.workspace.git import Git, base_branch_path
 from ralph.workspace.locate import find_repo_root, main_worktree
@@ -56,7 +56,10 @@ def remove_worktree(path: Path, *, force: bool = False) -> bool:
     if top is None:
         return False
     args = ["worktree", "remove", *(["--force"] if force else []), str(path)]
-    return Git(top).run(*args, check=False)[0] == 0
+    gone = Git(top).run(*args, check=False)[0] == 0
+    if gone:
+        forget_bytecode(top, path)
+    return gone
 
 
 PYTHON_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
