@@ -129,11 +129,13 @@ def bytecode_env(
     return {PYCACHE_PREFIX: str(folder)}
 
 
-def forget_bytecode(root: Path, tree: Path) -> None:
-    """Remove the bytecode the checks and the actor kept for the files under `tree` (a removed
-    worktree of the memory at `root`): it is kept by the source's path, so a gone worktree's
-    would stay for good, one project's worth per loop of `--worktree` or `batch`."""
-    for name in (CHECKS_PYCACHE, ACTOR_PYCACHE):
+def forget_bytecode(
+    root: Path, tree: Path, names: tuple[str, ...] = (CHECKS_PYCACHE, ACTOR_PYCACHE)
+) -> None:
+    """Remove the bytecode the checks and the actor (`names`) kept for the files under `tree`
+    (a removed worktree of the memory at `root`): it is kept by the source's path, so a gone
+    worktree's would stay for good, one project's worth per loop of `--worktree` or `batch`."""
+    for name in names:
         folder = root / AIWG_DIR / "tmp" / name
         for where in {tree.absolute(), tree.resolve()}:
             shutil.rmtree(folder / where.relative_to(where.anchor), ignore_errors=True)

@@ -27,12 +27,13 @@ from ralph.evaluators.base import (
     JudgeContext,
     OutputCallback,
 )
-from ralph.evaluators.command import CommandCheck, kill_running_checks, make_result
+from ralph.evaluators.command import CommandCheck, kill_running_checks, make_result, memory_of
 from ralph.evaluators.mypy import MypyCheck
 from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
 from ralph.evaluators.tools import DROP_HINT, missing_tool
+from ralph.files import CHECKS_PYCACHE, forget_bytecode
 from ralph.process import DEFAULT_CAP, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType, known_sum
 from ralph.workspace.fingerprint import TreeChange, TreeGuard
@@ -74,6 +75,15 @@ def make_check(
     return cls(spec, timeout=timeout, cap=cap)
 
 
+# Python trusts bytecode whose recorded source mtime (whole seconds) and size match: a file
+# edited to the same size within the second of the last evaluation's compile is not seen, and
+# the checks judge the old code (a fast agent in a fresh worktree: the flaky
+# test_worktreeinclude_copies_the_ignored_file_and_the_loop_goes_green). An evaluation that
+# starts this soon after the last one ends first forgets the tree's bytecode in ralph's prefix
+# (files.bytecode_env); a real agent's attempt takes longer, so the cache stays warm.
+STALE_WINDOW = 2.0  # seconds
+
+
 class CheckSuite:
     """The Evaluator: runs its checks in parallel threads, each in its own process group."""
 
@@ -91,6 +101,7 @@ class CheckSuite:
         ]
         self.weights = dict(weights or {})
         self.tree_guard = TreeGuard()  # one per suite: its stat cache serves every evaluation
+        self._last_end: float | None = None  # monotonic: when the last evaluation ended
 
     @classmethod
     def from_settings(cls, settings: Settings, judging: JudgeContext | None = None) -> CheckSuite:
@@ -192,6 +203,8 @@ class CheckSuite:
         changed it report an error naming the files (`blame_writers`)."""
         if not self.checks:
             self.preflight()
+        if self._last_end is not None and time.monotonic() - self._last_end < STALE_WINDOW:
+            forget_bytecode(memory_of(cwd), cwd, (CHECKS_PYCACHE,))
         counts = baseline_counts or {}
         results: dict[int, CheckOutcome] = {}
         failures: list[BaseException] = []
@@ -235,6 +248,7 @@ class CheckSuite:
                 taken.verify()  # the tree back as it was, though nobody is left to tell
             raise
         change = taken.verify() if taken is not None else None
+        self._last_end = time.monotonic()
         if failures:
             raise failures[0]
         outcomes = [results[i] for i in range(len(self.checks))]

@@ -238,3 +238,21 @@ def test_a_removed_worktree_leaves_no_bytecode_behind(project: Path) -> None:
         assert not tree.exists()
         assert not [folder for folder in kept if folder.exists()], loop_id
     assert ours.read_bytes() == b"the checkout's"
+
+
+def test_an_edit_of_the_same_size_in_the_same_second_is_judged_as_edited(project: Path) -> None:
+    """Python trusts bytecode whose recorded source mtime (whole seconds) and size match: a
+    fast agent's same-size fix made within the second of the baseline's compile was judged as
+    the old code (a worktree test failed so under load). The mtime is set back to the same
+    instant here, so the cache would be stale at any speed; the next evaluation forgets it."""
+    from ralph.evaluators.suite import CheckSuite
+
+    suite = CheckSuite([CheckSpec("tests", f"{sys.executable} -m pytest -q tests", "pytest")])
+    calc = project / "calc.py"
+    before = calc.stat().st_mtime_ns
+    first = suite.run_checks(project)
+    assert first[0].result.status == "fail"
+    calc.write_text(BROKEN.replace("a - b", "a + b"))  # the same size
+    os.utime(calc, ns=(before, before))
+    second = suite.run_checks(project)
+    assert second[0].result.status == "pass", [e.message for e in second[0].errors]
