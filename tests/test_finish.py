@@ -344,6 +344,24 @@ def test_prune_removes_finished_branches_keeps_records_and_marks_the_unapplied_n
     assert acceptance["acceptance_rate"] == 0.5
 
 
+def test_status_after_prune_says_the_branch_was_pruned_and_where_it_was(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: `ralph status` named the deleted branch as if it were there."""
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    best = str(json.loads(ralph("status", loop_id, "--json", cwd=repo).out)["best_commit"])
+    assert ralph("prune", cwd=repo).code == 0
+    status = ralph("status", loop_id, cwd=repo)
+    assert status.code == 0, status.err
+    assert f"  branch      {loop_branch(loop_id)} (pruned, it was at {best[:12]})" in status.out
+    assert "best commit" not in status.out
+    data = json.loads(ralph("status", loop_id, "--json", cwd=repo).out)
+    assert data["branch"] == loop_branch(loop_id)  # the contract's field keeps its meaning
+    assert data["pruned"]["branch"] == loop_branch(loop_id)
+    assert data["pruned"]["commit"] == best and data["pruned"]["worktree"] is None
+
+
 def test_prune_knows_a_force_applied_failed_loop_was_taken(ralph: RunCli, repo: Path) -> None:
     """Applying a failed loop is no verdict on its lessons, yet its work was taken: prune must
     not record it as not taken (a squash leaves no branch holding the loop's commit)."""
@@ -405,6 +423,8 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
         ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True
     )
     assert str(worktree) not in listed.stdout
+    status = ralph("status", str(summary["loop_id"]), cwd=repo).out
+    assert f"  worktree    {worktree} (pruned)" in status and "(pruned, it was at " in status
 
 
 def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:

@@ -18,7 +18,7 @@ from ralph.files import atomic_write_json
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.loop.apply_message import apply_message
-from ralph.loop.result import memory_hint
+from ralph.loop.result import PRUNED_FILE, memory_hint
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
 from ralph.records import utc_now
@@ -191,6 +191,18 @@ def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str)
     atomic_write_json(store.loop_dir(loop_id) / APPLIED_FILE, data)
 
 
+def _note_pruned(store: MemoryStore, item: PruneItem) -> None:
+    """`loops/<id>/pruned.json`: the branch (and the commit it was at) and the worktree prune
+    removed, so `ralph status` says they are gone (loop/result.pruned_note reads it)."""
+    data = {
+        "branch": item.branch,
+        "commit": item.branch_commit,
+        "worktree": item.worktree,
+        "timestamp": utc_now(),
+    }
+    atomic_write_json(store.loop_dir(item.loop_id) / PRUNED_FILE, data)
+
+
 def _changes(branches: Branches, git: GitState, commit: str) -> bool:
     """Whether `commit`'s tree differs from the loop's base: an iteration that changed nothing
     names the commit before it, and one rolled back may hold the base's tree in a new commit.
@@ -333,5 +345,7 @@ def prune(store: MemoryStore, items: list[PruneItem], cwd: Path | None = None) -
             branches.delete_branch(item.branch)
         for ref in item.rescue_refs:
             branches.delete_ref(ref)
+        if item.branch or item.worktree:
+            _note_pruned(store, item)
         if item.not_taken:
             record_feedback(store, item.loop_id, "not_taken", source="prune")

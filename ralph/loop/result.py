@@ -11,6 +11,7 @@ from ralph.errors import EXIT_ABORTED, RalphError
 from ralph.glyphs import changed_text, sparkline
 from ralph.ids import validate_loop_id
 from ralph.memory.store import MemoryStore
+from ralph.reading import Unreadable, read_json_bounded
 from ralph.rendering import Wrapped, to_data
 
 if TYPE_CHECKING:
@@ -201,6 +202,37 @@ def files_json(files: list[ChangedFile] | None) -> list[dict[str, Any]] | None:
     return data
 
 
+PRUNED_FILE = "pruned.json"  # in the loop's folder: what `ralph prune` removed, and when
+
+
+@dataclass
+class PrunedNote:
+    """What `ralph prune` removed of a loop (loop/handoff.py writes it), so `ralph status` does
+    not name a branch or a worktree that is gone as if it were there."""
+
+    branch: str | None  # the branch deleted, None when it was gone already
+    commit: str | None  # the commit the branch was at
+    worktree: str | None
+    timestamp: str
+
+
+def pruned_note(store: MemoryStore, loop_id: str) -> PrunedNote | None:
+    """The loop's `pruned.json`; None when it was never pruned (or the file does not read)."""
+    path = store.loop_dir(loop_id) / PRUNED_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_bounded(path, 64 * 1024)
+    except Unreadable:
+        return None
+    if not isinstance(data, dict):
+        return None
+    said = {key: data.get(key) for key in ("branch", "commit", "worktree", "timestamp")}
+    if not all(value is None or isinstance(value, str) for value in said.values()):
+        return None
+    return PrunedNote(said["branch"], said["commit"], said["worktree"], said["timestamp"] or "")
+
+
 LABEL_COLUMN = 14  # where `ralph status` starts each value, after its label
 
 
@@ -230,6 +262,7 @@ class LoopStatus:
     updated_at: str
     worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
     # or rolled back, and why (rollback.verdicts)
+    pruned: PrunedNote | None = None  # `ralph prune` removed its branch or worktree
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
@@ -240,11 +273,16 @@ class LoopStatus:
             f"  rewards     {sparkline(self.reward_history)} {self.reward_history}",
             f"  usage       {self.spent()}",
         ]
-        if self.branch:
+        gone = self.pruned
+        if self.branch and gone and gone.branch == self.branch:
+            at = f", it was at {gone.commit[:12]}" if gone.commit else ""
+            shown.append(f"  branch      {self.branch} (pruned{at})")
+        elif self.branch:
             commit = f" (best commit {self.best_commit[:12]})" if self.best_commit else ""
             shown.append(f"  branch      {self.branch}{commit}")
         if self.worktree:
-            shown.append(f"  worktree    {self.worktree}")
+            removed = " (pruned)" if gone and gone.worktree == self.worktree else ""
+            shown.append(f"  worktree    {self.worktree}{removed}")
         if self.iteration:
             shown.append(f"  changed     {changed_text(files_json(self.changed_files))}")
         shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
@@ -294,4 +332,5 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         created_at=state.created_at,
         updated_at=state.updated_at,
         worse=[worse.text for worse in verdicts(store.valid_records(state.loop_id), state)],
+        pruned=pruned_note(store, state.loop_id),
     )
