@@ -362,6 +362,29 @@ def test_status_after_prune_says_the_branch_was_pruned_and_where_it_was(
     assert data["pruned"]["commit"] == best and data["pruned"]["worktree"] is None
 
 
+def test_abort_and_a_loop_without_progress_end_with_the_way_back_to_the_branch(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: after `ralph abort` the checkout was on the loop's branch and no line
+    said so; the final lines of a loop that did no better now end with the switch too."""
+    first = run_loop(ralph, repo, "--max-iterations", "1", task="fix add one")
+    lines = str(first["_err"]).strip().splitlines()
+    drop = next(n for n, line in enumerate(lines) if line.startswith("drop    ralph prune"))
+    assert lines[drop + 1] == "switch  git switch main", lines  # then the memory line
+    git(repo, "switch", "-q", "main")
+    second = str(run_loop(ralph, repo, "--max-iterations", "1", task="fix add two")["loop_id"])
+    elsewhere = ralph("abort", str(first["loop_id"]), cwd=repo)  # on the second's branch
+    assert elsewhere.code == 0, elsewhere.err
+    assert "switch" not in elsewhere.out
+    aborted = ralph("abort", second, cwd=repo)
+    assert aborted.code == 0, aborted.err
+    assert aborted.out.strip().splitlines()[-2:] == [
+        f"branch  {loop_branch(second)} is still checked out here",
+        "switch  git switch main",
+    ]
+    git(repo, "switch", "-q", "main")  # the line works as printed
+
+
 def test_prune_knows_a_force_applied_failed_loop_was_taken(ralph: RunCli, repo: Path) -> None:
     """Applying a failed loop is no verdict on its lessons, yet its work was taken: prune must
     not record it as not taken (a squash leaves no branch holding the loop's commit)."""

@@ -376,8 +376,9 @@ def next_steps(result: LoopResult) -> list[str]:
         and result.best_reward is not None
         and result.best_reward > (result.baseline_reward or 0.0)
     )
-    if not improved:
-        return [where, "best    no iteration did better than the starting point", drop]
+    back = [] if result.worktree or result.restored else [f"switch  git switch {base}"]
+    if not improved:  # the checkout stays on the loop's branch: the way back comes last
+        return [where, "best    no iteration did better than the starting point", drop, *back]
     assert best is not None
     switch = "" if result.worktree or result.restored else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ralph.errors import PreflightError, StoreError
+from ralph.errors import PreflightError, RalphError, StoreError
 from ralph.files import atomic_write_json
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
@@ -181,6 +181,24 @@ def give_back(store: MemoryStore, state: LoopState) -> GivenBack | None:
     if state.git is None or not state.git.user_changes or state.git.worktree:
         return None
     return let_go(GitWorkspace(store.root), state)
+
+
+def switch_back(store: MemoryStore, state: LoopState, cwd: Path | None = None) -> str | None:
+    """`git switch BASE` while this checkout is still on the loop's branch (a loop without
+    `--worktree` works there, and an abort leaves it there); None when it is elsewhere."""
+    git = state.git
+    if git is None or not git.branch or git.worktree:
+        return None
+    try:
+        here = Branches(cwd or store.root).checked_out_here()
+    except RalphError:  # no repository here any more
+        return None
+    if here != git.branch:
+        return None
+    if git.original_branch:
+        return f"git switch {git.original_branch}"
+    start = git.original_commit or git.base_commit
+    return f"git switch --detach {start[:12]}" if start else None
 
 
 def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:

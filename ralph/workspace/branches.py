@@ -71,6 +71,10 @@ class Branches:
     def rev(self, rev: str) -> str | None:
         return self._git.rev(rev)
 
+    def checked_out_here(self) -> str | None:
+        """The branch this checkout is on; None on a detached HEAD."""
+        return self._git.current_branch()
+
     def changed_files(self, base: str, commit: str) -> list[ChangedFile] | None:
         """What `commit` changed since `base`, file by file, ralph's memory left out; None when
         git cannot tell (a commit is gone)."""
