@@ -171,6 +171,28 @@ def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_ac
     assert (feedback["verdict"], feedback["source"]) == ("accepted", "apply")
 
 
+def test_apply_run_twice_says_its_own_work_is_staged_and_refuses_anything_else(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: a second `ralph apply` before the commit refused its own staged
+    change as "the index holds staged changes"."""
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", loop_id, cwd=repo).code == 0
+    before = git(repo, "status", "--porcelain")
+    again = ralph("apply", loop_id, cwd=repo)
+    assert again.code == 0, again.err
+    assert again.out.startswith(f"already applied (staged): iteration 3 of {loop_id}")
+    assert "commit it: git commit" in again.out
+    assert git(repo, "status", "--porcelain") == before
+    data = json.loads(ralph("apply", loop_id, "--json", cwd=repo).out)
+    assert (data["already"], data["files"], data["accepted"]) == (True, ["calc.py"], False)
+    (repo / "notes.txt").write_text("mine\n")  # something else staged: the old refusal
+    git(repo, "add", "notes.txt")
+    mixed = ralph("apply", loop_id, cwd=repo)
+    assert mixed.code == 2 and "the index holds staged changes" in mixed.err
+
+
 def test_apply_refuses_staged_changes_and_edits_of_the_loops_files_and_changes_nothing(
     ralph: RunCli, repo: Path
 ) -> None:
