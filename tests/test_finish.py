@@ -193,6 +193,30 @@ def test_apply_run_twice_says_its_own_work_is_staged_and_refuses_anything_else(
     assert mixed.code == 2 and "the index holds staged changes" in mixed.err
 
 
+def test_after_allow_dirty_with_staged_work_the_lines_say_to_commit_or_unstage_it_first(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: the printed `apply` line failed on the user's own staged edit, which
+    the loop had just given back; apply keeps refusing it (a commit would mix it in) and the
+    line before `apply` says so. The user's bytes stay as they were."""
+    (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    before = git(repo, "status", "--porcelain", "--", ".", ":!.aiwg")
+    summary = run_loop(ralph, repo, "--allow-dirty")
+    lines = str(summary["_err"]).splitlines()
+    apply = next(n for n, line in enumerate(lines) if line.startswith("apply   "))
+    assert lines[apply - 1] == (
+        "first   commit or unstage your staged changes (notes.txt): apply stages only the "
+        "loop's work, for a commit of its own"
+    )
+    assert lines[apply] == f"apply   ralph apply {summary['loop_id']}"
+    assert git(repo, "status", "--porcelain", "--", ".", ":!.aiwg") == before
+    git(repo, "commit", "-q", "-m", "my notes")  # as the line says, then apply works
+    applied = ralph("apply", str(summary["loop_id"]), cwd=repo)
+    assert applied.code == 0, applied.err
+    assert git(repo, "diff", "--cached", "--name-only") == "calc.py"
+
+
 def test_apply_refuses_staged_changes_and_edits_of_the_loops_files_and_changes_nothing(
     ralph: RunCli, repo: Path
 ) -> None:

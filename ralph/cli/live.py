@@ -391,6 +391,7 @@ def next_steps(result: LoopResult) -> list[str]:
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
         f"review  git diff {review}",
+        *result.unstage_first(),
         f"apply   {switch}ralph apply {result.loop_id}{force}",
         *merge,
         drop,

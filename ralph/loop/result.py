@@ -13,6 +13,7 @@ from ralph.ids import validate_loop_id
 from ralph.memory.store import MemoryStore
 from ralph.reading import Unreadable, read_json_bounded
 from ralph.rendering import Wrapped, to_data
+from ralph.workspace.base import name_some
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -94,6 +95,19 @@ class LoopResult:
     user_changes: str | None = None  # --allow-dirty: where the user's uncommitted work is
     restored: bool = False  # the loop gave it back on the branch it started from
     memory_hint: str | None = None  # the command that commits the records, while untracked
+    staged: list[str] = field(default_factory=list)  # staged in the checkout: apply refuses
+
+    def unstage_first(self) -> list[str]:
+        """The final line before `apply` while the checkout holds staged changes (the user's,
+        given back by `--allow-dirty`, or there all along beside a `--worktree` loop): apply
+        refuses them, since a `git commit` would take them as the loop's work."""
+        if not self.staged:
+            return []
+        mine = name_some(self.staged, 5)
+        return [
+            f"first   commit or unstage your staged changes ({mine}): apply stages only the "
+            "loop's work, for a commit of its own"
+        ]
 
     @classmethod
     def of(
@@ -130,6 +144,7 @@ class LoopResult:
             memory_hint=memory_hint(store) if store is not None else None,
             user_changes=given_back.note if given_back else None,
             restored=bool(given_back and given_back.restored),
+            staged=staged_in_checkout(store, state) if store is not None else [],
             **git_outcome(state),
         )
 
@@ -145,6 +160,20 @@ def git_outcome(state: LoopState) -> dict[str, Any]:
         "best_commit": git.commit_of(best) if git and best else None,
         "worktree": git.worktree if git else None,
     }
+
+
+def staged_in_checkout(store: MemoryStore, state: LoopState) -> list[str]:
+    """What is staged in the checkout `ralph apply` runs in, once a loop with a branch ended
+    (only the user's can be: a loop commits all it does)."""
+    from ralph.workspace.branches import Branches
+
+    git = state.git
+    if git is None or not git.branch or state.status not in ("completed", "failed", "aborted"):
+        return []
+    try:
+        return Branches(store.root).staged()
+    except RalphError:  # no repository here any more
+        return []
 
 
 def changed_files(store: MemoryStore, state: LoopState) -> list[ChangedFile] | None:
