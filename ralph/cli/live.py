@@ -357,7 +357,7 @@ def tail_command(text: str) -> tuple[str, str]:
 
 
 # final lines whose value is a command to copy (and, after `  # `, a comment on it)
-COMMAND_LABELS = ("review", "apply", "or", "drop", "memory")
+COMMAND_LABELS = ("review", "apply", "or", "drop", "memory", "switch")
 
 
 def next_steps(result: LoopResult) -> list[str]:
