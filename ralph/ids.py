@@ -20,10 +20,25 @@ def validate_loop_id(loop_id: str) -> str:
     return loop_id
 
 
+SLUG_CHARS = 40
+
+
 def new_loop_id(task: str) -> str:
     """`ralph-<slug>-<8 hex>`: readable in listings, unique across runs of the same task."""
-    slug = re.sub(r"[^a-z0-9]+", "-", task.lower()).strip("-")[:40].strip("-") or "loop"
-    return f"ralph-{slug}-{os.urandom(4).hex()}"
+    return f"ralph-{slug_of(task)}-{os.urandom(4).hex()}"
+
+
+def slug_of(task: str) -> str:
+    """The task's first words, at most `SLUG_CHARS`, cut between words (`…-comparison`, never
+    `…-comparison-te`); a first word longer than that is cut."""
+    words = [w for w in re.split(r"[^a-z0-9]+", task.lower()) if w]
+    slug = ""
+    for word in words:
+        longer = f"{slug}-{word}" if slug else word
+        if len(longer) > SLUG_CHARS:
+            break
+        slug = longer
+    return slug or (words[0][:SLUG_CHARS] if words else "loop")
 
 
 def loop_branch(loop_id: str) -> str:

@@ -305,6 +305,13 @@ class TraceSummary:
 
 
 @dataclass
+class CheckTally:  # a check's verdict in numbers, for `reflections show`: a guard held if none new
+    errors: int = 0  # its diagnostics, of which the record keeps DIAGNOSTICS_PER_CHECK
+    new: int = 0  # failing now, not before the loop (the rest are old)
+    fixed: int = 0  # target failures of the baseline gone
+
+
+@dataclass
 class RalphExtension:
     schema_version: str = SCHEMA_VERSION
     reflection_source: ReflectionSource = "heuristic"
@@ -316,6 +323,7 @@ class RalphExtension:
     lessons_used: list[str] = field(default_factory=list)
     error_fingerprint: str | None = None
     check_roles: dict[str, str] | None = None  # target or guard, per check (judging.py)
+    check_verdicts: dict[str, CheckTally] | None = None  # each check's verdict, in numbers
     fixed: int | None = None  # target failures of the baseline gone in this attempt's tree
     remaining: int | None = None  # target failures left
     regressions: int | None = None  # what worked before the loop and fails now

@@ -280,3 +280,13 @@ def test_the_command_that_gives_a_user_s_work_back_is_on_a_line_of_its_own_that_
         lambda c: RichReporter(c).block("yours   to get them back: git switch a"), terminal=True
     )
     assert short == ["yours   to get them back: git switch a"]  # one line while it fits
+
+
+def test_the_way_back_of_a_loop_that_did_no_better_pastes_whole() -> None:
+    base = "feature/prerelease-ordering-of-long-numeric-identifiers-compared"
+    unchanged = finished(
+        status="aborted", stop_reason="aborted by user", best_reward=0.06, base_branch=base
+    )
+    assert_copies_whole(
+        lambda console: RichReporter(console).loop_finished(unchanged), [f"git switch {base}"]
+    )

@@ -171,6 +171,52 @@ def test_apply_brings_the_best_iteration_as_uncommitted_changes_and_counts_as_ac
     assert (feedback["verdict"], feedback["source"]) == ("accepted", "apply")
 
 
+def test_apply_run_twice_says_its_own_work_is_staged_and_refuses_anything_else(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: a second `ralph apply` before the commit refused its own staged
+    change as "the index holds staged changes"."""
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", loop_id, cwd=repo).code == 0
+    before = git(repo, "status", "--porcelain")
+    again = ralph("apply", loop_id, cwd=repo)
+    assert again.code == 0, again.err
+    assert again.out.startswith(f"already applied (staged): iteration 3 of {loop_id}")
+    assert "commit it: git commit" in again.out
+    assert git(repo, "status", "--porcelain") == before
+    data = json.loads(ralph("apply", loop_id, "--json", cwd=repo).out)
+    assert (data["already"], data["files"], data["accepted"]) == (True, ["calc.py"], False)
+    (repo / "notes.txt").write_text("mine\n")  # something else staged: the old refusal
+    git(repo, "add", "notes.txt")
+    mixed = ralph("apply", loop_id, cwd=repo)
+    assert mixed.code == 2 and "the index holds staged changes" in mixed.err
+
+
+def test_after_allow_dirty_with_staged_work_the_lines_say_to_commit_or_unstage_it_first(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: the printed `apply` line failed on the user's own staged edit, which
+    the loop had just given back; apply keeps refusing it (a commit would mix it in) and the
+    line before `apply` says so. The user's bytes stay as they were."""
+    (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    before = git(repo, "status", "--porcelain", "--", ".", ":!.aiwg")
+    summary = run_loop(ralph, repo, "--allow-dirty")
+    lines = str(summary["_err"]).splitlines()
+    apply = next(n for n, line in enumerate(lines) if line.startswith("apply   "))
+    assert lines[apply - 1] == (
+        "first   commit or unstage your staged changes (notes.txt): apply stages only the "
+        "loop's work, for a commit of its own"
+    )
+    assert lines[apply] == f"apply   ralph apply {summary['loop_id']}"
+    assert git(repo, "status", "--porcelain", "--", ".", ":!.aiwg") == before
+    git(repo, "commit", "-q", "-m", "my notes")  # as the line says, then apply works
+    applied = ralph("apply", str(summary["loop_id"]), cwd=repo)
+    assert applied.code == 0, applied.err
+    assert git(repo, "diff", "--cached", "--name-only") == "calc.py"
+
+
 def test_apply_refuses_staged_changes_and_edits_of_the_loops_files_and_changes_nothing(
     ralph: RunCli, repo: Path
 ) -> None:
@@ -344,6 +390,47 @@ def test_prune_removes_finished_branches_keeps_records_and_marks_the_unapplied_n
     assert acceptance["acceptance_rate"] == 0.5
 
 
+def test_status_after_prune_says_the_branch_was_pruned_and_where_it_was(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: `ralph status` named the deleted branch as if it were there."""
+    loop_id = str(run_loop(ralph, repo)["loop_id"])
+    git(repo, "switch", "-q", "main")
+    best = str(json.loads(ralph("status", loop_id, "--json", cwd=repo).out)["best_commit"])
+    assert ralph("prune", cwd=repo).code == 0
+    status = ralph("status", loop_id, cwd=repo)
+    assert status.code == 0, status.err
+    assert f"  branch      {loop_branch(loop_id)} (pruned, it was at {best[:12]})" in status.out
+    assert "best commit" not in status.out
+    data = json.loads(ralph("status", loop_id, "--json", cwd=repo).out)
+    assert data["branch"] == loop_branch(loop_id)  # the contract's field keeps its meaning
+    assert data["pruned"]["branch"] == loop_branch(loop_id)
+    assert data["pruned"]["commit"] == best and data["pruned"]["worktree"] is None
+
+
+def test_abort_and_a_loop_without_progress_end_with_the_way_back_to_the_branch(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The semver trial: after `ralph abort` the checkout was on the loop's branch and no line
+    said so; the final lines of a loop that did no better now end with the switch too."""
+    first = run_loop(ralph, repo, "--max-iterations", "1", task="fix add one")
+    lines = str(first["_err"]).strip().splitlines()
+    drop = next(n for n, line in enumerate(lines) if line.startswith("drop    ralph prune"))
+    assert lines[drop + 1] == "switch  git switch main", lines  # then the memory line
+    git(repo, "switch", "-q", "main")
+    second = str(run_loop(ralph, repo, "--max-iterations", "1", task="fix add two")["loop_id"])
+    elsewhere = ralph("abort", str(first["loop_id"]), cwd=repo)  # on the second's branch
+    assert elsewhere.code == 0, elsewhere.err
+    assert "switch" not in elsewhere.out
+    aborted = ralph("abort", second, cwd=repo)
+    assert aborted.code == 0, aborted.err
+    assert aborted.out.strip().splitlines()[-2:] == [
+        f"branch  {loop_branch(second)} is still checked out here",
+        "switch  git switch main",
+    ]
+    git(repo, "switch", "-q", "main")  # the line works as printed
+
+
 def test_prune_knows_a_force_applied_failed_loop_was_taken(ralph: RunCli, repo: Path) -> None:
     """Applying a failed loop is no verdict on its lessons, yet its work was taken: prune must
     not record it as not taken (a squash leaves no branch holding the loop's commit)."""
@@ -405,6 +492,8 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
         ["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True
     )
     assert str(worktree) not in listed.stdout
+    status = ralph("status", str(summary["loop_id"]), cwd=repo).out
+    assert f"  worktree    {worktree} (pruned)" in status and "(pruned, it was at " in status
 
 
 def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:

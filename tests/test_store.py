@@ -39,6 +39,22 @@ def test_new_loop_ids_follow_the_documented_shape() -> None:
     assert new_loop_id("same") != new_loop_id("same")
 
 
+@pytest.mark.parametrize(
+    ("task", "slug"),
+    [
+        # the semver trial's task cut `tests` to `te`
+        ("fix the failing prerelease comparison tests", "fix-the-failing-prerelease-comparison"),
+        ("Fix: parser—crash!", "fix-parser-crash"),
+        ("x" * 50 + " more", "x" * 40),  # one word longer than a slug: cut, still an id
+        ("!!!", "loop"),
+    ],
+)
+def test_a_loop_id_slug_ends_at_a_word(task: str, slug: str) -> None:
+    loop_id = new_loop_id(task)
+    assert validate_loop_id(loop_id) == loop_id
+    assert loop_id.removeprefix("ralph-").rsplit("-", 1)[0] == slug
+
+
 @pytest.mark.parametrize("bad", ["", "../x", "ralph-../x", "ralph-a/b", "ralph-ABC", "other-1"])
 def test_invalid_loop_ids_never_reach_a_path(tmp_path: Path, bad: str) -> None:
     with pytest.raises(StoreError, match="invalid loop id"):

@@ -357,7 +357,7 @@ def tail_command(text: str) -> tuple[str, str]:
 
 
 # final lines whose value is a command to copy (and, after `  # `, a comment on it)
-COMMAND_LABELS = ("review", "apply", "or", "drop", "memory")
+COMMAND_LABELS = ("review", "apply", "or", "drop", "memory", "switch")
 
 
 def next_steps(result: LoopResult) -> list[str]:
@@ -376,8 +376,9 @@ def next_steps(result: LoopResult) -> list[str]:
         and result.best_reward is not None
         and result.best_reward > (result.baseline_reward or 0.0)
     )
-    if not improved:
-        return [where, "best    no iteration did better than the starting point", drop]
+    back = [] if result.worktree or result.restored else [f"switch  git switch {base}"]
+    if not improved:  # the checkout stays on the loop's branch: the way back comes last
+        return [where, "best    no iteration did better than the starting point", drop, *back]
     assert best is not None
     switch = "" if result.worktree or result.restored else f"git switch {base} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
@@ -390,6 +391,7 @@ def next_steps(result: LoopResult) -> list[str]:
         where,
         f"best    iteration {result.best_iteration}{reward}, commit {best[:12]}",
         f"review  git diff {review}",
+        *result.unstage_first(),
         f"apply   {switch}ralph apply {result.loop_id}{force}",
         *merge,
         drop,

@@ -423,10 +423,14 @@ def abort(loop: LoopArg) -> None:
     state, stopped = runner.abort_loop(loop_in(memory(), loop))
     if stopped:
         console().print(f"loop {state.loop_id} aborted", markup=False)
-        from ralph.loop.handoff import give_back
+        from ralph.loop.handoff import give_back, switch_back
 
         if given := give_back(memory(), state):  # --allow-dirty: the user's tree back
             console().print(f"yours   {given.note}", markup=False, soft_wrap=True)
+        if switch := switch_back(memory(), state):  # the checkout stays on the loop's branch
+            branch = state.git.branch if state.git else ""
+            console().print(f"branch  {branch} is still checked out here", markup=False)
+            console().print(f"switch  {switch}", markup=False)
     else:
         console().print(
             f"loop {state.loop_id}: abort requested; it has not stopped yet and ends as "

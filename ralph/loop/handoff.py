@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ralph.errors import PreflightError, StoreError
+from ralph.errors import PreflightError, RalphError, StoreError
 from ralph.files import atomic_write_json
 from ralph.glyphs import plural
 from ralph.ids import validate_loop_id
 from ralph.loop.apply_message import apply_message
-from ralph.loop.result import memory_hint
+from ralph.loop.result import PRUNED_FILE, memory_hint
 from ralph.memory.feedback import SUCCEEDED, read_feedback, record_feedback
 from ralph.memory.store import LoopState, MemoryStore
+from ralph.reading import Unreadable, read_json_bounded
 from ralph.records import utc_now
 from ralph.rendering import Wrapped, lines
 from ralph.workspace.base import GitState, GivenBack, Workspace, name_some
@@ -38,6 +39,7 @@ APPLIED_FILE = "applied.json"  # in the loop's folder: `ralph apply` brought its
 class ApplyOutcome:
     json_fields: ClassVar[tuple[str, ...]] = (
         "loop_id", "iteration", "commit", "branch", "files", "conflicts", "accepted",
+        "already",
     )  # fmt: skip
 
     loop_id: str
@@ -48,9 +50,16 @@ class ApplyOutcome:
     conflicts: list[str]
     accepted: bool  # recorded as implicit feedback
     memory_hint: str | None = None  # the command that commits the records, while untracked
+    already: bool = False  # applied before and staged still: `files` are what is staged
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         where = f"iteration {self.iteration} of {self.loop_id} ({self.commit[:12]})"
+        if self.already:
+            yield Wrapped(
+                f"already applied (staged): {where}, {plural(len(self.files), 'file')}; commit "
+                "it: git commit (its message is prefilled)"
+            )
+            return
         if not self.files and not self.conflicts:
             yield from lines(f"nothing to apply: this branch has {where} already")
             return
@@ -140,9 +149,12 @@ def apply_loop(
             hint=f"review it (git diff {(git.base_commit or 'HEAD')[:12]} {commit[:12]}); apply it "
             f"anyway with `ralph apply {loop_id} --force`, or one iteration with --iteration N",
         )
+    staged = _staged_already(store, branches, state.loop_id, chosen, commit)
+    if staged is not None:  # this very apply, not committed yet: no refusal of its own work
+        return ApplyOutcome(state.loop_id, chosen, commit, branch, staged, [], False, already=True)
     applied = branches.squash(commit, base=git.base_commit, loop_branch=branch)
     if applied.files or applied.conflicts:
-        _note_applied(store, state.loop_id, chosen, commit)
+        _note_applied(store, state.loop_id, chosen, commit, branches.rev("HEAD"), applied.index)
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))
@@ -183,12 +195,71 @@ def give_back(store: MemoryStore, state: LoopState) -> GivenBack | None:
     return let_go(GitWorkspace(store.root), state)
 
 
-def _note_applied(store: MemoryStore, loop_id: str, iteration: int, commit: str) -> None:
+def switch_back(store: MemoryStore, state: LoopState, cwd: Path | None = None) -> str | None:
+    """`git switch BASE` while this checkout is still on the loop's branch (a loop without
+    `--worktree` works there, and an abort leaves it there); None when it is elsewhere."""
+    git = state.git
+    if git is None or not git.branch or git.worktree:
+        return None
+    try:
+        here = Branches(cwd or store.root).checked_out_here()
+    except RalphError:  # no repository here any more
+        return None
+    if here != git.branch:
+        return None
+    if git.original_branch:
+        return f"git switch {git.original_branch}"
+    start = git.original_commit or git.base_commit
+    return f"git switch --detach {start[:12]}" if start else None
+
+
+def _note_applied(
+    store: MemoryStore,
+    loop_id: str,
+    iteration: int,
+    commit: str,
+    head: str | None,
+    index: str | None,
+) -> None:
     """`loops/<id>/applied.json`: this loop's work was taken, whatever its feedback says (a
-    failed loop's apply is no verdict), so `prune` does not count it as not taken."""
+    failed loop's apply is no verdict), so `prune` does not count it as not taken; the HEAD it
+    was applied on and the index it left, so a second apply knows its own staged work."""
 
     data = {"iteration": iteration, "commit": commit, "timestamp": utc_now()}
+    data |= {"head": head, "index": index} if head and index else {}
     atomic_write_json(store.loop_dir(loop_id) / APPLIED_FILE, data)
+
+
+def _staged_already(
+    store: MemoryStore, branches: Branches, loop_id: str, iteration: int, commit: str
+) -> list[str] | None:
+    """The staged files, when the index is exactly what applying `iteration` left on this same
+    HEAD (nothing committed, staged or unstaged since); None otherwise."""
+    path = store.loop_dir(loop_id) / APPLIED_FILE
+    try:
+        noted = read_json_bounded(path, 64 * 1024) if path.is_file() else None
+    except Unreadable:
+        return None
+    if not isinstance(noted, dict) or not noted.get("index"):
+        return None
+    if (noted.get("iteration"), noted.get("commit")) != (iteration, commit):
+        return None
+    staged = branches.staged()
+    if not staged or noted.get("head") != branches.rev("HEAD"):
+        return None
+    return staged if branches.index_tree() == noted["index"] else None
+
+
+def _note_pruned(store: MemoryStore, item: PruneItem) -> None:
+    """`loops/<id>/pruned.json`: the branch (and the commit it was at) and the worktree prune
+    removed, so `ralph status` says they are gone (loop/result.pruned_note reads it)."""
+    data = {
+        "branch": item.branch,
+        "commit": item.branch_commit,
+        "worktree": item.worktree,
+        "timestamp": utc_now(),
+    }
+    atomic_write_json(store.loop_dir(item.loop_id) / PRUNED_FILE, data)
 
 
 def _changes(branches: Branches, git: GitState, commit: str) -> bool:
@@ -333,5 +404,7 @@ def prune(store: MemoryStore, items: list[PruneItem], cwd: Path | None = None) -
             branches.delete_branch(item.branch)
         for ref in item.rescue_refs:
             branches.delete_ref(ref)
+        if item.branch or item.worktree:
+            _note_pruned(store, item)
         if item.not_taken:
             record_feedback(store, item.loop_id, "not_taken", source="prune")

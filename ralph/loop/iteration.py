@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.loop import protect
 from ralph.records import (
     ActorOutput,
+    CheckTally,
     IterationRecord,
     MemoryMetadata,
     PerformanceDelta,
@@ -231,7 +232,16 @@ def _judgement_fields(evaluation: Evaluation) -> dict[str, Any]:
     """The record's share of the judgement: roles and counts, when there is a baseline."""
     if evaluation.baseline is None:
         return {}
-    return {"check_roles": evaluation.roles(), **evaluation.counts()}
+    verdicts = {
+        o.spec.name: CheckTally(
+            errors=o.error_count,
+            new=len(o.verdict.regressions),
+            fixed=len(o.verdict.fixed),
+        )
+        for o in evaluation.outcomes
+        if o.verdict is not None
+    }
+    return {"check_roles": evaluation.roles(), "check_verdicts": verdicts, **evaluation.counts()}
 
 
 def rationale(acted: ActorResult) -> str:

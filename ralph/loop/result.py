@@ -11,7 +11,9 @@ from ralph.errors import EXIT_ABORTED, RalphError
 from ralph.glyphs import changed_text, sparkline
 from ralph.ids import validate_loop_id
 from ralph.memory.store import MemoryStore
+from ralph.reading import Unreadable, read_json_bounded
 from ralph.rendering import Wrapped, to_data
+from ralph.workspace.base import name_some
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -93,6 +95,19 @@ class LoopResult:
     user_changes: str | None = None  # --allow-dirty: where the user's uncommitted work is
     restored: bool = False  # the loop gave it back on the branch it started from
     memory_hint: str | None = None  # the command that commits the records, while untracked
+    staged: list[str] = field(default_factory=list)  # staged in the checkout: apply refuses
+
+    def unstage_first(self) -> list[str]:
+        """The final line before `apply` while the checkout holds staged changes (the user's,
+        given back by `--allow-dirty`, or there all along beside a `--worktree` loop): apply
+        refuses them, since a `git commit` would take them as the loop's work."""
+        if not self.staged:
+            return []
+        mine = name_some(self.staged, 5)
+        return [
+            f"first   commit or unstage your staged changes ({mine}): apply stages only the "
+            "loop's work, for a commit of its own"
+        ]
 
     @classmethod
     def of(
@@ -129,6 +144,7 @@ class LoopResult:
             memory_hint=memory_hint(store) if store is not None else None,
             user_changes=given_back.note if given_back else None,
             restored=bool(given_back and given_back.restored),
+            staged=staged_in_checkout(store, state) if store is not None else [],
             **git_outcome(state),
         )
 
@@ -144,6 +160,20 @@ def git_outcome(state: LoopState) -> dict[str, Any]:
         "best_commit": git.commit_of(best) if git and best else None,
         "worktree": git.worktree if git else None,
     }
+
+
+def staged_in_checkout(store: MemoryStore, state: LoopState) -> list[str]:
+    """What is staged in the checkout `ralph apply` runs in, once a loop with a branch ended
+    (only the user's can be: a loop commits all it does)."""
+    from ralph.workspace.branches import Branches
+
+    git = state.git
+    if git is None or not git.branch or state.status not in ("completed", "failed", "aborted"):
+        return []
+    try:
+        return Branches(store.root).staged()
+    except RalphError:  # no repository here any more
+        return []
 
 
 def changed_files(store: MemoryStore, state: LoopState) -> list[ChangedFile] | None:
@@ -201,6 +231,37 @@ def files_json(files: list[ChangedFile] | None) -> list[dict[str, Any]] | None:
     return data
 
 
+PRUNED_FILE = "pruned.json"  # in the loop's folder: what `ralph prune` removed, and when
+
+
+@dataclass
+class PrunedNote:
+    """What `ralph prune` removed of a loop (loop/handoff.py writes it), so `ralph status` does
+    not name a branch or a worktree that is gone as if it were there."""
+
+    branch: str | None  # the branch deleted, None when it was gone already
+    commit: str | None  # the commit the branch was at
+    worktree: str | None
+    timestamp: str
+
+
+def pruned_note(store: MemoryStore, loop_id: str) -> PrunedNote | None:
+    """The loop's `pruned.json`; None when it was never pruned (or the file does not read)."""
+    path = store.loop_dir(loop_id) / PRUNED_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_bounded(path, 64 * 1024)
+    except Unreadable:
+        return None
+    if not isinstance(data, dict):
+        return None
+    said = {key: data.get(key) for key in ("branch", "commit", "worktree", "timestamp")}
+    if not all(value is None or isinstance(value, str) for value in said.values()):
+        return None
+    return PrunedNote(said["branch"], said["commit"], said["worktree"], said["timestamp"] or "")
+
+
 LABEL_COLUMN = 14  # where `ralph status` starts each value, after its label
 
 
@@ -230,6 +291,7 @@ class LoopStatus:
     updated_at: str
     worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
     # or rolled back, and why (rollback.verdicts)
+    pruned: PrunedNote | None = None  # `ralph prune` removed its branch or worktree
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
@@ -240,11 +302,16 @@ class LoopStatus:
             f"  rewards     {sparkline(self.reward_history)} {self.reward_history}",
             f"  usage       {self.spent()}",
         ]
-        if self.branch:
+        gone = self.pruned
+        if self.branch and gone and gone.branch == self.branch:
+            at = f", it was at {gone.commit[:12]}" if gone.commit else ""
+            shown.append(f"  branch      {self.branch} (pruned{at})")
+        elif self.branch:
             commit = f" (best commit {self.best_commit[:12]})" if self.best_commit else ""
             shown.append(f"  branch      {self.branch}{commit}")
         if self.worktree:
-            shown.append(f"  worktree    {self.worktree}")
+            removed = " (pruned)" if gone and gone.worktree == self.worktree else ""
+            shown.append(f"  worktree    {self.worktree}{removed}")
         if self.iteration:
             shown.append(f"  changed     {changed_text(files_json(self.changed_files))}")
         shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
@@ -294,4 +361,5 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         created_at=state.created_at,
         updated_at=state.updated_at,
         worse=[worse.text for worse in verdicts(store.valid_records(state.loop_id), state)],
+        pruned=pruned_note(store, state.loop_id),
     )

@@ -1,7 +1,7 @@
-"""What `ralph reflections show` shows of one iteration: its record (actions, failing checks,
-the reflection, insights, lessons), then what the memory knows about it (obsolete, its trace,
-the loop's feedback, how often other loops used its lessons). Both draw themselves; the JSON
-form of `show` is the record file as stored (`record_data`)."""
+"""What `ralph reflections show` shows of one iteration: its record (actions, each check's
+verdict and diagnostics, the reflection, insights, lessons), then what the memory knows about
+it (obsolete, its trace, the loop's feedback, how often other loops used its lessons). Both draw
+themselves; the JSON form of `show` is the record file as stored (`record_data`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ralph.memory.feedback import describe, read_feedback
 from ralph.memory.search import SearchIndex
 from ralph.memory.store import MAX_RECORD_BYTES
 from ralph.reading import Unreadable, read_json_bounded
+from ralph.records import DIAGNOSTICS_PER_CHECK
 from ralph.rendering import Wrapped, reward_text, whole
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from ralph.memory.search import LessonUsage
     from ralph.memory.store import MemoryStore
-    from ralph.records import IterationRecord
+    from ralph.records import CheckResult, CheckTally, Diagnostic, IterationRecord
 
 
 @dataclass
@@ -59,17 +60,7 @@ class RecordView:
             yield f"  - {escape(action.type)}{escape(where)}: {escape(action.description)}"
         if not record.actor_output.actions:
             yield "  (no changes)"
-        failing = [r for r in ev.results or [] if r.status != "pass"]
-        if failing:
-            yield "\n[bold]failing checks[/]"
-            for result in failing:
-                yield f"  {escape(result.tool)}: {escape(result.status)}"
-        if ev.errors:
-            for error in ev.errors[:10]:
-                where = error.location() or "-"
-                yield f"    {escape(where)}  {escape(first_line(error.message, 120))}"
-            if record.error_count > 10:
-                yield f"    ... {record.error_count - 10} more"
+        yield from _checks_markup(record)
         sr = record.self_reflection
         yield "\n[bold]reflection[/]"
         for paragraph in sr.reflection_text.strip().splitlines() or [""]:
@@ -89,6 +80,100 @@ class RecordView:
             yield f"\n[dim]reflection source: {escape(record.ralph.reflection_source)}[/]"
             if record.ralph.quality_flags:
                 yield f"[dim]quality flags: {escape(', '.join(record.ralph.quality_flags))}[/]"
+
+
+SHOWN_PER_CHECK = 10  # diagnostics listed under a check; the rest are counted
+
+
+def _checks_markup(record: IterationRecord) -> Iterator[str]:
+    """Each check with its role and verdict as the run said them, its own diagnostics under
+    it; a guard failing only as it did before the loop is no failure of this attempt."""
+    from rich.markup import escape
+
+    ev = record.evaluator_output
+    results = ev.results or []
+    if all(r.status == "pass" for r in results):
+        return
+    grouped = _grouped_errors(record)
+    if grouped is None:  # a record from before check_verdicts: its diagnostics ungrouped
+        yield "\n[bold]failing checks[/]"
+        for result in results:
+            if result.status != "pass":
+                yield f"  {escape(result.tool)}: {escape(_legacy_word(record, result))}"
+        if ev.errors:
+            yield "  [dim]diagnostics of all checks:[/]"
+            yield from _diagnostic_lines(ev.errors, record.error_count)
+        return
+    yield "\n[bold]checks[/]"
+    for result, tally, errors in grouped:
+        yield f"  {escape(result.tool)}: {escape(_verdict_word(record, result, tally))}"
+        if errors and not (_role(record, result.tool) == "guard" and not tally.new):
+            yield from _diagnostic_lines(errors, tally.errors)
+
+
+def _diagnostic_lines(errors: list[Diagnostic], total: int) -> Iterator[str]:
+    from rich.markup import escape
+
+    for error in errors[:SHOWN_PER_CHECK]:
+        where = error.location() or "-"
+        yield f"    {escape(where)}  {escape(first_line(error.message, 120))}"
+    if total > SHOWN_PER_CHECK:
+        yield f"    ... {total - SHOWN_PER_CHECK} more"
+
+
+def _role(record: IterationRecord, tool: str) -> str | None:
+    roles = (record.ralph.check_roles if record.ralph else None) or {}
+    return roles.get(tool)
+
+
+def _verdict_word(record: IterationRecord, result: CheckResult, tally: CheckTally) -> str:
+    """`target, fail: 29 failures, 29 new, 10 fixed`; `guard, as before (161 old findings)`;
+    `guard worse (+2 new, 161 old findings)`: the run's words for a check (cli/live.py)."""
+    role = _role(record, result.tool)
+    if role != "guard":
+        counts = [plural(tally.errors, "failure")] if tally.errors else []
+        counts += [f"{tally.new} new"] if tally.new else []
+        counts += [f"{tally.fixed} fixed"] if tally.fixed else []
+        said = f"{role}, {result.status}" if role else result.status
+        return f"{said}: {', '.join(counts)}" if counts else said
+    before = tally.errors - tally.new
+    old = plural(before, "old finding")
+    if tally.new:
+        return (
+            f"guard worse (+{tally.new} new, {old})"
+            if before
+            else f"guard worse (+{tally.new} new)"
+        )
+    return f"guard, as before ({old})" if before else "guard ok"
+
+
+def _legacy_word(record: IterationRecord, result: CheckResult) -> str:
+    """A failing check of a record without per-check verdicts: its role, and `as before` for a
+    guard when the attempt broke nothing."""
+    role = _role(record, result.tool)
+    if role == "guard" and record.ralph is not None and record.ralph.regressions == 0:
+        return "guard, as before"
+    return f"{role}, {result.status}" if role else result.status
+
+
+def _grouped_errors(
+    record: IterationRecord,
+) -> list[tuple[CheckResult, CheckTally, list[Diagnostic]]] | None:
+    """Each check's result, verdict and diagnostics: the record keeps them check by check, at
+    most `DIAGNOSTICS_PER_CHECK` each. None when the record has no verdict for every check or
+    its diagnostics do not add up (an older or edited record)."""
+    ev = record.evaluator_output
+    verdicts = (record.ralph.check_verdicts if record.ralph else None) or {}
+    errors = ev.errors or []
+    grouped, at = [], 0
+    for result in ev.results or []:
+        tally = verdicts.get(result.tool)
+        if tally is None:
+            return None
+        kept = min(tally.errors, DIAGNOSTICS_PER_CHECK)
+        grouped.append((result, tally, errors[at : at + kept]))
+        at += kept
+    return grouped if at == len(errors) else None
 
 
 @dataclass

@@ -56,6 +56,7 @@ def parse_numstat(out: str) -> list[ChangedFile]:
 class Applied:
     files: list[str]
     conflicts: list[str] = field(default_factory=list)
+    index: str | None = None  # the index's tree after a clean apply: a second apply knows it
 
 
 class Branches:
@@ -70,6 +71,20 @@ class Branches:
 
     def rev(self, rev: str) -> str | None:
         return self._git.rev(rev)
+
+    def checked_out_here(self) -> str | None:
+        """The branch this checkout is on; None on a detached HEAD."""
+        return self._git.current_branch()
+
+    def staged(self) -> list[str]:
+        """The files whose changes are staged (the index differs from HEAD)."""
+        return self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
+
+    def index_tree(self) -> str | None:
+        """The index as a tree (git's own object, no file of the user's changes); None while
+        it holds a conflict or git cannot tell."""
+        status, out, _ = self._git.run("write-tree", check=False)
+        return out.decode().strip() if status == 0 else None
 
     def changed_files(self, base: str, commit: str) -> list[ChangedFile] | None:
         """What `commit` changed since `base`, file by file, ralph's memory left out; None when
@@ -105,7 +120,7 @@ class Branches:
                 f"{loop_branch} is checked out: apply brings a loop's work onto another branch",
                 hint="switch to the branch the work is for (git switch main), then apply",
             )
-        staged = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
+        staged = self.staged()
         if staged:
             raise PreflightError(
                 f"the index holds staged changes: {name_some(staged, 10)}",
@@ -141,8 +156,7 @@ class Branches:
                 f"git merge of the loop's work failed: {first}", hint="see `git status`"
             )
         self._write_from(commit, carried)  # the user's edits and the loop's, unstaged
-        files = self._git.names("diff", "--cached", "--name-only", "-z", "--no-renames")
-        return Applied(files, conflicts)
+        return Applied(self.staged(), conflicts, None if conflicts else self.index_tree())
 
     def _as_started(self, since: str, names: list[str]) -> list[str]:
         """Those of `names` whose bytes in the tree are what `since` holds: the uncommitted
