@@ -61,6 +61,12 @@ def isolate(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
             monkeypatch.delenv(name)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    # Every machine runs the checks' Python the same way: bytecode written, to one folder shared
+    # by the worker's tests (a fresh prefix per generated project compiled the standard library
+    # and pytest again each time; none at all compiled them on every run). The bytecode tests
+    # remove both to see ralph's own prefix.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(cache_home.parent / "pycache"))
     # The suite's fake agents read their plans from variables a sandbox would not pass: loops
     # run as before (`--sandbox none`) unless a test asks for the sandbox (test_sandbox.py).
     monkeypatch.setenv("RALPH_SANDBOX", "none")

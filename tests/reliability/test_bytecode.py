@@ -256,3 +256,14 @@ def test_an_edit_of_the_same_size_in_the_same_second_is_judged_as_edited(project
     os.utime(calc, ns=(before, before))
     second = suite.run_checks(project)
     assert second[0].result.status == "pass", [e.message for e in second[0].errors]
+
+
+def test_a_user_who_wants_no_bytecode_gets_no_prefix(tmp_path: Path) -> None:
+    """With PYTHONDONTWRITEBYTECODE nothing is written beside the code, and a prefix would only
+    hide the standard library's own bytecode: Python would compile it from source every run."""
+    from ralph.files import bytecode_env
+
+    assert bytecode_env(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"}) == {}
+    assert bytecode_env(tmp_path, {PYCACHE_PREFIX: "/elsewhere"}) == {}
+    ours = bytecode_env(tmp_path, {})
+    assert ours[PYCACHE_PREFIX].endswith(CHECKS_PYCACHE)
