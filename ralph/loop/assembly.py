@@ -6,6 +6,7 @@ The CLI commands `run`, `resume`, `abort` and `check` are a few lines over these
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import signal
@@ -179,6 +180,8 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
 def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Path, Path, Settings]:
     """What `run` and `run --dry-run` start from: the task (refused when empty), the project's
     root, where its memory lives and the settings."""
+    from ralph.actors.command import anchored_spec
+
     if not task.strip():
         raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
     # the one redaction rule: a token in the task is kept out of the state, the records, the
@@ -186,7 +189,13 @@ def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Pat
     task = redact(task)
     root = project_root(cwd)
     home = MemoryStore.discover(root).root
-    return task, root, home, config.load(home, flags)
+    settings = config.load(home, flags)
+    # the state keeps `cmd:./agent.sh` as the absolute path it names here: `resume` from
+    # another directory runs the same program
+    actor = anchored_spec(settings.actor, Path.cwd())
+    if actor != settings.actor:
+        settings = dataclasses.replace(settings, actor=actor)
+    return task, root, home, settings
 
 
 def run_task(
