@@ -153,6 +153,36 @@ def test_init_leaves_mypy_out_with_its_reason_when_nothing_runs(
     assert "ralph init --force" not in probe.detail  # init itself did what the fix says
 
 
+def test_init_no_run_writes_the_mypy_command_probing_would_try_first(
+    ralph: RunCli, tmp_path: Path
+) -> None:
+    """Without running, `mypy .` would be written where the project states its own command."""
+    import yaml
+
+    root = write(tmp_path, SEMVER_LIKE)
+    result = ralph("init", "--no-run", cwd=root)
+    assert result.code == 0, result.err
+    assert "check mypy: mypy src" in result.out
+    config = yaml.safe_load((root / ".aiwg/ralph/config.yaml").read_text())
+    assert [c["command"] for c in config["checks"] if c["name"] == "mypy"] == ["mypy src"]
+
+
+@pytest.mark.parametrize(
+    ("files", "command"),
+    [
+        ({"src/x.py": ""}, "mypy src"),
+        ({"pkg/__init__.py": "", "tests/__init__.py": ""}, "mypy pkg"),
+        ({"a/__init__.py": "", "b/__init__.py": ""}, "mypy ."),  # nothing to choose by
+    ],
+)
+def test_unprobed_mypy_takes_src_then_the_one_package(
+    tmp_path: Path, files: dict[str, str], command: str
+) -> None:
+    root = write(tmp_path, {**files, "mypy.ini": "[mypy]\n"})
+    mypy = [c for c in detect.unprobed(root, detect.detect_checks(root)) if c.name == "mypy"]
+    assert [c.command for c in mypy] == [command]
+
+
 def test_the_mypy_commands_a_project_states(tmp_path: Path) -> None:
     write(
         tmp_path,
