@@ -127,6 +127,20 @@ def test_already_green_exits_0_without_calling_the_actor(tmp_path: Path) -> None
     assert loop.workspace.messages == []  # no branch was made
 
 
+@pytest.mark.parametrize("args", [(), ("1",), ("--json",)])
+def test_show_of_an_already_green_loop_says_it_ended_green_not_no_records_yet(
+    ralph: RunCli, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    loop = make_loop(tmp_path, {"default": write("zero")}, calc="full")
+    assert loop.start().stop_reason == "already_green"
+    shown = ralph("reflections", "show", LOOP, *args, cwd=tmp_path)
+    assert shown.code == 2
+    assert shown.err.splitlines()[0] == (
+        f"ralph: error: loop {LOOP} ended green before any attempt (already_green): every "
+        "check passed, so there is no record to show"
+    )
+
+
 def test_window_policy_and_memory_tokens_reach_the_records_and_the_state(tmp_path: Path) -> None:
     plan = {1: write("half"), 2: write("partial")}
     loop = make_loop(tmp_path, plan, max_iterations=2, window_policy="fifo", memory_tokens=300)
