@@ -501,6 +501,27 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
     assert f"  worktree    {worktree} (pruned)" in status and "(pruned, it was at " in status
 
 
+def test_prune_counts_only_the_users_files_in_a_worktree_not_tools_files(
+    ralph: RunCli, repo: Path
+) -> None:
+    summary = run_loop(ralph, repo, "--worktree")
+    state = MemoryStore(repo).read_state(str(summary["loop_id"]))
+    assert state.git is not None
+    worktree = Path(str(state.git.worktree))
+    (worktree / ".coverage").write_text("coverage data")
+    (worktree / "helpers").mkdir()
+    (worktree / "helpers" / "old.cpython-311.pyc").write_bytes(b"\x00")
+    (worktree / "notes.txt").write_text("mine")
+    kept = ralph("prune", cwd=repo)
+    assert kept.code == 0, kept.err
+    assert f"its worktree {worktree} has uncommitted changes (1 file)" in kept.out
+    (worktree / "notes.txt").unlink()
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert f"removed worktree {worktree}, branch {summary['branch']}" in result.out
+    assert not worktree.exists()
+
+
 def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:
     summary = run_loop(ralph, repo)
     loop_id = str(summary["loop_id"])
