@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ralph.cli.live import RichReporter
+from ralph.cli.live import RichReporter, next_steps
 from ralph.loop.handoff import ApplyOutcome
 from ralph.loop.result import LoopResult
 from ralph.memory.shown import ShownRecord
@@ -290,3 +290,14 @@ def test_the_way_back_of_a_loop_that_did_no_better_pastes_whole() -> None:
     assert_copies_whole(
         lambda console: RichReporter(console).loop_finished(unchanged), [f"git switch {base}"]
     )
+
+
+@pytest.mark.parametrize("improved", [True, False])
+def test_a_loop_started_on_a_detached_head_switches_back_with_detach(improved: bool) -> None:
+    """`git switch <sha>` is refused by git ("a branch is expected"): the way back to a
+    detached start says --detach."""
+    result = finished(base_branch=None, best_reward=1.0 if improved else 0.1)
+    lines = next_steps(result)
+    back = f"git switch --detach {'a' * 12}"
+    assert any(back in line for line in lines), lines
+    assert not any("git switch aaaa" in line for line in lines), lines

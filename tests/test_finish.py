@@ -419,6 +419,11 @@ def test_abort_and_a_loop_without_progress_end_with_the_way_back_to_the_branch(
     assert lines[drop + 1] == "switch  git switch main", lines  # then the memory line
     git(repo, "switch", "-q", "main")
     second = str(run_loop(ralph, repo, "--max-iterations", "1", task="fix add two")["loop_id"])
+    store = MemoryStore(repo)
+    for loop_id in (str(first["loop_id"]), second):  # as a Ctrl-C leaves them: abort ends them
+        state = store.read_state(loop_id)
+        state.status, state.stop_reason = "paused", "interrupted"
+        store.write_state(state)
     elsewhere = ralph("abort", str(first["loop_id"]), cwd=repo)  # on the second's branch
     assert elsewhere.code == 0, elsewhere.err
     assert "switch" not in elsewhere.out
@@ -494,6 +499,27 @@ def test_prune_removes_a_worktree_loops_worktree(ralph: RunCli, repo: Path) -> N
     assert str(worktree) not in listed.stdout
     status = ralph("status", str(summary["loop_id"]), cwd=repo).out
     assert f"  worktree    {worktree} (pruned)" in status and "(pruned, it was at " in status
+
+
+def test_prune_counts_only_the_users_files_in_a_worktree_not_tools_files(
+    ralph: RunCli, repo: Path
+) -> None:
+    summary = run_loop(ralph, repo, "--worktree")
+    state = MemoryStore(repo).read_state(str(summary["loop_id"]))
+    assert state.git is not None
+    worktree = Path(str(state.git.worktree))
+    (worktree / ".coverage").write_text("coverage data")
+    (worktree / "helpers").mkdir()
+    (worktree / "helpers" / "old.cpython-311.pyc").write_bytes(b"\x00")
+    (worktree / "notes.txt").write_text("mine")
+    kept = ralph("prune", cwd=repo)
+    assert kept.code == 0, kept.err
+    assert f"its worktree {worktree} has uncommitted changes (1 file)" in kept.out
+    (worktree / "notes.txt").unlink()
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert f"removed worktree {worktree}, branch {summary['branch']}" in result.out
+    assert not worktree.exists()
 
 
 def test_a_cmd_actors_tokens_are_unknown_never_0(ralph: RunCli, repo: Path) -> None:

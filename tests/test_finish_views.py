@@ -160,3 +160,31 @@ def test_demo_removes_its_repository_unless_kept(
     assert result.code == 0, result.err
     assert seen and not seen[0].exists()
     assert f"ralph demo: {demo.TASK}\n" in result.out  # whole, not cut at 80 columns
+
+
+def test_demo_s_paths_go_whole_onto_their_own_line_at_80_columns() -> None:
+    """A long `records:` path was split by the terminal at column 80: it moves to a line of its
+    own instead, whole, and stays on the label's line off a terminal."""
+    import tempfile
+
+    from rich.console import Console
+
+    from ralph.cli.demo import show_outcome
+    from ralph.testing import make_loop, write
+
+    with tempfile.TemporaryDirectory(prefix="rd-") as folder:
+        tail = "/demo/.aiwg/ralph/reflections/ralph-fake-1"
+        root = Path(folder) / ("d" * (74 - len(folder) - len(tail) - 1)) / "demo"
+        make_loop(root, {"default": write("full")}).start()
+        records = str(MemoryStore(root).reflections_dir("ralph-fake-1"))
+        assert len(records) == 74  # fits a line of its own, not after the label
+        for terminal in (True, False):
+            out = io.StringIO()
+            console = Console(file=out, width=80, force_terminal=terminal, color_system=None)
+            show_outcome(root, "ralph-fake-1", console)
+            lines = out.getvalue().splitlines()
+            if terminal:
+                at = lines.index("records:")
+                assert lines[at + 1] == f"  {records}"
+            else:
+                assert f"records:    {records}" in lines

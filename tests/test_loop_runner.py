@@ -127,6 +127,20 @@ def test_already_green_exits_0_without_calling_the_actor(tmp_path: Path) -> None
     assert loop.workspace.messages == []  # no branch was made
 
 
+@pytest.mark.parametrize("args", [(), ("1",), ("--json",)])
+def test_show_of_an_already_green_loop_says_it_ended_green_not_no_records_yet(
+    ralph: RunCli, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    loop = make_loop(tmp_path, {"default": write("zero")}, calc="full")
+    assert loop.start().stop_reason == "already_green"
+    shown = ralph("reflections", "show", LOOP, *args, cwd=tmp_path)
+    assert shown.code == 2
+    assert shown.err.splitlines()[0] == (
+        f"ralph: error: loop {LOOP} ended green before any attempt (already_green): every "
+        "check passed, so there is no record to show"
+    )
+
+
 def test_window_policy_and_memory_tokens_reach_the_records_and_the_state(tmp_path: Path) -> None:
     plan = {1: write("half"), 2: write("partial")}
     loop = make_loop(tmp_path, plan, max_iterations=2, window_policy="fifo", memory_tokens=300)
@@ -355,12 +369,27 @@ def test_abort_from_where_no_signal_reaches_ends_the_loop_before_its_next_attemp
 
 
 def test_abort_marks_a_stopped_loop_and_resume_refuses_it(ralph: RunCli, tmp_path: Path) -> None:
-    loop = make_loop(tmp_path, {"default": write("partial")}, max_iterations=1)
-    assert loop.start().exit_code == 1
+    loop = make_loop(tmp_path, {1: write("partial"), 2: write("half", raises=KeyboardInterrupt())})
+    assert loop.start().status == "paused"
     assert ralph("abort", LOOP, cwd=tmp_path).code == 0
     assert json.loads(ralph("status", "--json", cwd=tmp_path).out)["status"] == "aborted"
     again = ralph("resume", LOOP, cwd=tmp_path)
     assert again.code == 2 and "aborted" in again.err
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed"])
+def test_abort_of_a_loop_that_ended_refuses_and_keeps_its_status(
+    ralph: RunCli, tmp_path: Path, ending: str
+) -> None:
+    plan = {"default": write("full" if ending == "completed" else "partial")}
+    loop = make_loop(tmp_path, plan, max_iterations=1)
+    assert loop.start().status == ending
+    refused = ralph("abort", LOOP, cwd=tmp_path)
+    assert refused.code == 2
+    assert refused.err.splitlines()[0] == (
+        f"ralph: error: loop {LOOP} already ended: it is {ending}, so there is nothing to abort"
+    )
+    assert loop.state().status == ending
 
 
 # the reflector, the actor's side effects, refusals ---------------------------------------------

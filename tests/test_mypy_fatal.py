@@ -89,6 +89,44 @@ def test_a_syntax_error_also_exits_2_but_is_a_finding(tmp_path: Path) -> None:
     assert {(e.type, e.file) for e in result.errors} == {("syntax_error", "a.py")}
 
 
+CRASHING = {  # a plugin bug: mypy crashes checking mod.py:8, after the error of line 1
+    "crash_plugin.py": """\
+        from mypy.plugin import Plugin
+
+        def boom(ctx):
+            raise RuntimeError("plugin bug")
+
+        class Crash(Plugin):
+            def get_function_hook(self, fullname):
+                return boom if fullname == "mod.boom" else None
+
+        def plugin(version):
+            return Crash
+        """,
+    "mod.py": 'x: int = "s"\n\n\ndef boom() -> int:\n    return 1\n\n\ny = boom()\n',
+    "mypy.ini": "[mypy]\nplugins = crash_plugin.py\n",
+}
+
+
+@pytest.mark.parametrize("version", [None, (1, 10)])  # JSON output, and text
+def test_mypys_internal_error_is_an_error_with_its_line_not_one_finding(
+    tmp_path: Path, version: tuple[int, int] | None
+) -> None:
+    root = write(tmp_path, CRASHING)
+    check = make_check(
+        CheckSpec("mypy", f"{MYPY} --no-incremental .", "mypy"), timeout=120, cap=200_000
+    )
+    versions = {} if version is None else {(MYPY, str(root)): (version, False)}
+    with patch.dict(mypy_module._versions, versions):
+        result = check.run(root, baseline_errors=None)
+    assert (result.result.status, result.result.exit_code) == ("error", 2)
+    (error,) = result.errors
+    first = error.message.splitlines()[0]
+    assert first.startswith("mypy crashed: ./mod.py:8: error: INTERNAL ERROR (version: ")
+    assert first.endswith("a bug of mypy, not of the code: another mypy version may not crash")
+    assert result.metrics.type_errors is None
+
+
 def test_a_guard_that_cannot_run_at_the_baseline_is_said_with_the_fix(tmp_path: Path) -> None:
     root = write(tmp_path, DUPLICATE)
     suite = CheckSuite([CheckSpec("mypy", f"{MYPY} .", "mypy")], check_timeout=120)
@@ -151,6 +189,36 @@ def test_init_leaves_mypy_out_with_its_reason_when_nothing_runs(
     assert "is not a valid Python package name" in probe.detail
     assert probe.detail.endswith("; tried `mypy nosuch` too")
     assert "ralph init --force" not in probe.detail  # init itself did what the fix says
+
+
+def test_init_no_run_writes_the_mypy_command_probing_would_try_first(
+    ralph: RunCli, tmp_path: Path
+) -> None:
+    """Without running, `mypy .` would be written where the project states its own command."""
+    import yaml
+
+    root = write(tmp_path, SEMVER_LIKE)
+    result = ralph("init", "--no-run", cwd=root)
+    assert result.code == 0, result.err
+    assert "check mypy: mypy src" in result.out
+    config = yaml.safe_load((root / ".aiwg/ralph/config.yaml").read_text())
+    assert [c["command"] for c in config["checks"] if c["name"] == "mypy"] == ["mypy src"]
+
+
+@pytest.mark.parametrize(
+    ("files", "command"),
+    [
+        ({"src/x.py": ""}, "mypy src"),
+        ({"pkg/__init__.py": "", "tests/__init__.py": ""}, "mypy pkg"),
+        ({"a/__init__.py": "", "b/__init__.py": ""}, "mypy ."),  # nothing to choose by
+    ],
+)
+def test_unprobed_mypy_takes_src_then_the_one_package(
+    tmp_path: Path, files: dict[str, str], command: str
+) -> None:
+    root = write(tmp_path, {**files, "mypy.ini": "[mypy]\n"})
+    mypy = [c for c in detect.unprobed(root, detect.detect_checks(root)) if c.name == "mypy"]
+    assert [c.command for c in mypy] == [command]
 
 
 def test_the_mypy_commands_a_project_states(tmp_path: Path) -> None:

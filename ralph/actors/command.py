@@ -195,6 +195,20 @@ def anchored(command: str, here: Path) -> str:
     return command
 
 
+def anchored_spec(spec: str, here: Path) -> str:
+    """An `--actor` spec with a `cmd:` program path relative to `here` made absolute
+    (`anchored`), for what outlives this directory: a loop's saved settings, which `ralph resume`
+    reads from anywhere, and a tasks file's actor. Any other spec is returned as written."""
+    kind, sep, rest = spec.strip().partition(":")
+    if kind.strip().lower() != "cmd" or not sep:
+        return spec
+    command = rest.strip()
+    if len(command) >= 2 and command[0] == command[-1] and command[0] in "'\"":
+        command = command[1:-1].strip()  # as CommandActor reads it
+    absolute = anchored(command, here)
+    return spec if absolute == command else f"cmd:{absolute}"
+
+
 NOT_STARTED = {126: "not executable", 127: "not found"}
 # a shell's own word that it could not run a program, as dash and bash say it
 SHELL_REFUSAL = re.compile(

@@ -21,6 +21,7 @@ from ralph.errors import PreflightError
 from ralph.memory.shown import RecordView
 from ralph.memory.store import MemoryStore
 from ralph.process import capture
+from ralph.rendering import Wrapped
 
 TASK = "make the date parser accept every format its tests use, with clean mypy and ruff"
 
@@ -237,8 +238,9 @@ def show_outcome(root: Path, loop_id: str, console: Any, *, kept: bool = True) -
         + "   (baseline first)"
     )
     if kept:
-        console.print(f"repository: {root}", markup=False)
-        console.print(f"records:    {store.reflections_dir(loop_id)}", markup=False)
+        for label, path in (("repository:", root), ("records:", store.reflections_dir(loop_id))):
+            # a long path goes whole onto the next line, never split by the terminal
+            console.print(Wrapped(f"{label:<11} {path}"), crop=False)
     else:
         console.print(
             "the demo repository is removed now; `ralph demo --keep DIR` keeps it to look at",

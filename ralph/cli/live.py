@@ -370,17 +370,18 @@ def next_steps(result: LoopResult) -> list[str]:
     base = result.base_branch or (result.base_commit or "HEAD")[:12]
     start = (result.base_commit or "HEAD")[:12]
     where = f"branch  {result.branch} (from {base})"
+    back_to = result.base_branch or f"--detach {base}"  # git switch refuses a bare commit
     drop = "drop    ralph prune  # removes finished loops' branches, keeps records"
     improved = (
         best is not None
         and result.best_reward is not None
         and result.best_reward > (result.baseline_reward or 0.0)
     )
-    back = [] if result.worktree or result.restored else [f"switch  git switch {base}"]
+    back = [] if result.worktree or result.restored else [f"switch  git switch {back_to}"]
     if not improved:  # the checkout stays on the loop's branch: the way back comes last
         return [where, "best    no iteration did better than the starting point", drop, *back]
     assert best is not None
-    switch = "" if result.worktree or result.restored else f"git switch {base} && "
+    switch = "" if result.worktree or result.restored else f"git switch {back_to} && "
     reward = "" if result.best_reward is None else f", reward {result.best_reward:.2f}"
     force = "" if result.status == "completed" else " --force  # it still fails its checks"
     # --allow-dirty: the loop's own work starts at its starting-point commit, which holds the

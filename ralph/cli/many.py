@@ -73,6 +73,7 @@ def batch_command(
                         like config.yaml's {name, command, parser, weight,
                         timeout, role}; one or a list. Without `role:`, a target
       actor             who changes the code: claude, codex, cmd:/abs/agent.sh
+                        (a relative cmd: path is beside the tasks file)
       max_iterations    attempts before the loop gives up (default: the config's)
       allow_test_edits  true: the task is about the tests; its edits of them count
 

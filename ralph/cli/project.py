@@ -56,7 +56,7 @@ def init(
         out.print("  no pytest, mypy or ruff configuration found: add checks to the file")
         _next_steps(out, store, path)
         return
-    kept = checks
+    kept = detect.unprobed(store.root, checks) if no_run else checks
     if not no_run:
         names = ", ".join(c.name for c in checks)
         out.print(f"running {names} once, to see where the project stands ...", markup=False)

@@ -166,6 +166,19 @@ def _other_mypy(root: Path, failed: Probe, on_output: Callable[[str, str], None]
     return replace(failed, detail=f"could not run: {why}{also}")
 
 
+def unprobed(root: Path, checks: list[CheckSpec]) -> list[CheckSpec]:
+    """`checks` for `init --no-run`: the mypy command probing would most likely end at, chosen
+    without running anything (the project's own command, `src/`, the one package) in place of
+    `mypy .`, which stops at the first duplicate module name."""
+    chosen = []
+    for spec in checks:
+        others = mypy_alternatives(root, spec.command) if spec.parser == "mypy" else []
+        if spec.command == "mypy ." and others:
+            spec = replace(spec, command=others[0][0])
+        chosen.append(spec)
+    return chosen
+
+
 def mypy_alternatives(root: Path, tried: str) -> list[tuple[str, str]]:
     """mypy commands the project itself states (tox.ini, noxfile.py, Makefile), then `mypy src`
     for a `src/` layout, then `mypy PKG` for a single top-level package; each with where it

@@ -54,6 +54,7 @@ FILE_LINE = re.compile(r"^(?P<file>[^:\n]+): (?P<severity>error|warning|note): (
 SUMMARY_LINE = re.compile(r"^Found \d+ errors? in \d+ files? \(")
 # the fix, on the same line: the loop's warning quotes a check's first 200 characters
 FATAL_FIX = "point it at the code: `mypy src`, `mypy PKG`; `ralph init --force` finds one"
+CRASH_FIX = "a bug of mypy, not of the code: another mypy version may not crash"
 CACHE_FILE = "mypy-versions.json"
 CACHE_ENTRIES = 32
 
@@ -80,12 +81,18 @@ class MypyCheck(DiagnosticsCheck):
     def judge(self, res: ProcessResult, cwd: Path, baseline_errors: int | None) -> CheckOutcome:
         """A run that stopped before checking any code is an error (could not run), never a
         failure with one finding: such a guard could never get worse, so it guards nothing."""
+        crash = internal_error(res)
+        if crash is not None:  # the errors it printed before crashing are not a whole count
+            return self._cannot_run(res, f"mypy crashed: {crash[:160]}; {CRASH_FIX}")
         said = fatal_line(res, cwd)
         if said is None:
             return super().judge(res, cwd, baseline_errors)
+        return self._cannot_run(res, f"mypy cannot run: {said[:100]}; {FATAL_FIX}")
+
+    def _cannot_run(self, res: ProcessResult, message: str) -> CheckOutcome:
         diagnostic = Diagnostic(
             type="runtime_error",
-            message=f"mypy cannot run: {said[:100]}; {FATAL_FIX}",
+            message=message,
             stack_trace=output_tail(res) or None,
             severity="error",
         )
@@ -298,6 +305,21 @@ def fatal_line(res: ProcessResult, cwd: Path) -> str | None:
         return f"{file}: {text}" if file and file != "mypy" else text
     plain = [line.strip() for line in lines if not SUMMARY_LINE.match(line)]
     return plain[0] if plain else None
+
+
+def internal_error(res: ProcessResult) -> str | None:
+    """mypy's own `FILE:LINE: error: INTERNAL ERROR` line (on stderr, exit 2) and its version
+    when it crashed; None otherwise. What it printed before the crash is only what it had found
+    so far: no count of findings."""
+    if res.exit_code != 2:
+        return None
+    lines = (res.stderr + "\n" + res.stdout).splitlines()
+    crash = next((line for line in lines if "error: INTERNAL ERROR" in line), None)
+    if crash is None:
+        return None
+    version = next((line for line in lines if line.startswith("version: ")), None)
+    said = crash.partition(" --")[0].strip()
+    return f"{said} ({version})" if version else said
 
 
 def _json_line(line: str) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ The CLI commands `run`, `resume`, `abort` and `check` are a few lines over these
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import signal
@@ -179,6 +180,8 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
 def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Path, Path, Settings]:
     """What `run` and `run --dry-run` start from: the task (refused when empty), the project's
     root, where its memory lives and the settings."""
+    from ralph.actors.command import anchored_spec
+
     if not task.strip():
         raise ConfigError("the task is empty", hint='ralph run "fix the failing date tests"')
     # the one redaction rule: a token in the task is kept out of the state, the records, the
@@ -186,7 +189,13 @@ def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Pat
     task = redact(task)
     root = project_root(cwd)
     home = MemoryStore.discover(root).root
-    return task, root, home, config.load(home, flags)
+    settings = config.load(home, flags)
+    # the state keeps `cmd:./agent.sh` as the absolute path it names here: `resume` from
+    # another directory runs the same program
+    actor = anchored_spec(settings.actor, Path.cwd())
+    if actor != settings.actor:
+        settings = dataclasses.replace(settings, actor=actor)
+    return task, root, home, settings
 
 
 def run_task(
@@ -408,8 +417,13 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
     store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id))
-    if state.status in ("completed", "aborted"):
-        raise StoreError(f"loop {loop_id} is already {state.status}")
+    if state.status in ("completed", "failed", "aborted"):  # ended: its status says how
+        raise StoreError(
+            f"loop {loop_id} already ended: it is {state.status}, so there is nothing to abort",
+            hint=f"`ralph prune` removes its branch; `ralph resume {loop_id}` continues it"
+            if state.status == "failed"
+            else None,
+        )
     holder = store.running_loops().get(loop_id)
     if holder is not None:
         atomic_write_text(store.abort_path(loop_id), "requested by `ralph abort`\n")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ralph.actors.command import anchored_spec
 from ralph.config import _validate, load_yaml, parse_check
 from ralph.errors import ConfigError
 from ralph.redact import redact
@@ -156,6 +157,8 @@ def _checked(path: Path, label: str, key: str, value: Any) -> Any:
         raise wrong("a non-empty string")
     if "\x00" in value:  # no process can be given it as an argument
         raise TasksFileError(f"{path}: {label}: `{key}` contains a NUL character")
+    if key == "actor":  # `cmd:./agent.sh` is the file beside the tasks file, wherever batch runs
+        return anchored_spec(value, path.absolute().parent)
     return value
 
 

@@ -217,18 +217,36 @@ def missing_iteration(store: MemoryStore, loop_id: str, iteration: int) -> Store
     return StoreError(f"loop {loop_id} has no iteration {iteration}; it has {known}")
 
 
+def already_green(store: MemoryStore, loop_id: str) -> StoreError | None:
+    """The error for a loop that ended green before any attempt: it will never have a record,
+    so "no records yet" would send the user waiting."""
+    try:
+        state = store.read_state(loop_id)
+    except StoreError:
+        return None
+    if state.stop_reason != "already_green":
+        return None
+    return StoreError(
+        f"loop {loop_id} ended green before any attempt (already_green): every check passed, "
+        "so there is no record to show"
+    )
+
+
 def last_iteration(store: MemoryStore, loop_id: str, iteration: int | None) -> int:
     """`iteration` (an error naming the others when it has no record), or the loop's last
     record's when None."""
     validate_loop_id(loop_id)
     if iteration is not None:
-        if not store.record_path(loop_id, iteration).exists() and store.record_paths(loop_id):
-            raise missing_iteration(store, loop_id, iteration)
+        if not store.record_path(loop_id, iteration).exists():
+            if store.record_paths(loop_id):
+                raise missing_iteration(store, loop_id, iteration)
+            if green := already_green(store, loop_id):
+                raise green
         return iteration
     paths = store.record_paths(loop_id)
     if not paths:
         store.read_state(loop_id)  # names an unknown loop as such
-        raise StoreError(f"loop {loop_id!r} has no records yet")
+        raise already_green(store, loop_id) or StoreError(f"loop {loop_id!r} has no records yet")
     return paths[-1][0]
 
 

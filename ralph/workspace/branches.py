@@ -19,6 +19,7 @@ from ralph.files import atomic_write_text, forget_bytecode
 from ralph.workspace.base import name_some, shown
 from ralph.workspace.git import Git, GitWorkspace
 from ralph.workspace.locate import find_repo_root, main_worktree
+from ralph.workspace.tree_walk import is_tool_file
 
 
 @dataclass(frozen=True)
@@ -211,15 +212,18 @@ class Branches:
         return self._refs(f"refs/ralph/rescue/{loop_id}/")
 
     def worktree_changes(self, path: Path) -> list[str]:
-        """What `git worktree remove` would refuse over: changed or untracked files there."""
+        """The user's work `git worktree remove` would refuse over: changed or untracked files
+        there, but not the untracked files tools keep for themselves (bytecode, `.coverage`)."""
         if main_worktree(path) is None:
             return []
-        status = Git(path).names("status", "--porcelain", "-z", "--untracked-files=normal")
-        return [entry[3:] for entry in status]
+        status = Git(path).names("status", "--porcelain", "-z", "--untracked-files=all")
+        return [e[3:] for e in status if not (e.startswith("?? ") and is_tool_file(e[3:]))]
 
     def remove_worktree(self, path: Path) -> None:
         top = main_worktree(path) or self.top
-        self._git.run("worktree", "remove", str(path))
+        # git refuses over any untracked file; tools' own are no reason to keep a worktree
+        force = [] if self.worktree_changes(path) else ["--force"]
+        self._git.run("worktree", "remove", *force, str(path))
         forget_bytecode(top, path)
 
     def delete_branch(self, branch: str) -> None:
