@@ -417,13 +417,8 @@ def abort_loop(loop_id: str, cwd: Path | None = None) -> tuple[LoopState, bool]:
     store = MemoryStore.discover(cwd)
     store.require()
     state = store.read_state(validate_loop_id(loop_id))
-    if state.status in ("completed", "failed", "aborted"):  # ended: its status says how
-        raise StoreError(
-            f"loop {loop_id} already ended: it is {state.status}, so there is nothing to abort",
-            hint=f"`ralph prune` removes its branch; `ralph resume {loop_id}` continues it"
-            if state.status == "failed"
-            else None,
-        )
+    if state.status in ("completed", "aborted"):
+        raise StoreError(f"loop {loop_id} is already {state.status}")
     holder = store.running_loops().get(loop_id)
     if holder is not None:
         atomic_write_text(store.abort_path(loop_id), "requested by `ralph abort`\n")
