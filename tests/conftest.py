@@ -61,12 +61,12 @@ def isolate(monkeypatch: pytest.MonkeyPatch, cache_home: Path) -> None:
             monkeypatch.delenv(name)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
-    # Every machine runs the checks' Python the same way: bytecode written, to one folder shared
-    # by the worker's tests (a fresh prefix per generated project compiled the standard library
-    # and pytest again each time; none at all compiled them on every run). The bytecode tests
-    # remove both to see ralph's own prefix.
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(cache_home.parent / "pycache"))
+    # Every machine runs the generated projects' Python the same way: no bytecode written (a
+    # fresh ralph prefix per project compiled the standard library and pytest again for each
+    # one, twice the suite's CPU; bytecode kept across a fast fake agent's same-size edits is
+    # stale). The bytecode tests remove it to see ralph's own prefix.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     # The suite's fake agents read their plans from variables a sandbox would not pass: loops
     # run as before (`--sandbox none`) unless a test asks for the sandbox (test_sandbox.py).
     monkeypatch.setenv("RALPH_SANDBOX", "none")
