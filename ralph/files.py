@@ -122,7 +122,7 @@ def bytecode_env(
     if PYCACHE_PREFIX in environ or environ.get(NO_BYTECODE):
         # the user's prefix wins; with no bytecode written at all, a prefix would only hide the
         # standard library's own bytecode: Python compiled everything from source on every run
-        # (the suite took twice its CPU so, 487 s against about 240 s)
+        # (the suite, run so on a machine that sets it, took twice its CPU)
         return {}
     folder = root / AIWG_DIR / "tmp" / name
     if make:
