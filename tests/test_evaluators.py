@@ -30,6 +30,7 @@ from ralph.evaluators.suite import (
 )
 from ralph.memory.state import BaselineSummary
 from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
+from ralph.testing import FakeCheck
 
 from .fakes.processes import alive
 
@@ -657,17 +658,12 @@ def test_a_spec_timeout_overrides_the_suite_default() -> None:
     assert (getattr(own, "timeout"), getattr(default, "timeout")) == (5, 900)  # noqa: B009
 
 
-@dataclass
-class FakeCheck:
-    spec: CheckSpec
-    score: float
-    seen_baseline: int | None = None
+class ScoredCheck(FakeCheck):
+    """A check in process that scores `score` (1.0 passes) and keeps the baseline it was given."""
 
-    def tool(self) -> str:
-        return "true"
-
-    def preflight(self) -> None:
-        return None
+    def __init__(self, spec: CheckSpec, score: float) -> None:
+        self.spec, self.score = spec, score
+        self.seen_baseline: int | None = None
 
     def run(
         self,
@@ -683,8 +679,8 @@ class FakeCheck:
 
 def test_weights_default_by_parser_and_are_renormalised(tmp_path: Path) -> None:
     checks = [
-        FakeCheck(CheckSpec("tests", "t", "pytest"), 0.5),
-        FakeCheck(CheckSpec("types", "m", "mypy"), 1.0),
+        ScoredCheck(CheckSpec("tests", "t", "pytest"), 0.5),
+        ScoredCheck(CheckSpec("types", "m", "mypy"), 1.0),
     ]
     evaluation = CheckSuite.from_checks(checks).evaluate(tmp_path)
     assert evaluation.reward == round((0.5 * 0.5 + 0.3 * 1.0) / 0.8, 4)
@@ -693,9 +689,9 @@ def test_weights_default_by_parser_and_are_renormalised(tmp_path: Path) -> None:
 
 def test_configured_weights_override_the_spec_and_the_default(tmp_path: Path) -> None:
     checks = [
-        FakeCheck(CheckSpec("tests", "t", "pytest", weight=3.0), 0.0),
-        FakeCheck(CheckSpec("lint", "r", "ruff"), 1.0),
-        FakeCheck(CheckSpec("docs", "make docs", "shell"), 1.0),
+        ScoredCheck(CheckSpec("tests", "t", "pytest", weight=3.0), 0.0),
+        ScoredCheck(CheckSpec("lint", "r", "ruff"), 1.0),
+        ScoredCheck(CheckSpec("docs", "make docs", "shell"), 1.0),
     ]
     suite = CheckSuite.from_checks(checks, weights={"docs": 0.0})
     baseline = Baseline.legacy(BaselineSummary(check_error_counts={"lint": 7}))
@@ -705,7 +701,7 @@ def test_configured_weights_override_the_spec_and_the_default(tmp_path: Path) ->
 
 
 def test_a_check_that_raises_becomes_an_error_not_a_crash(tmp_path: Path) -> None:
-    class Exploding(FakeCheck):
+    class Exploding(ScoredCheck):
         def run(
             self,
             cwd: Path,
@@ -715,7 +711,7 @@ def test_a_check_that_raises_becomes_an_error_not_a_crash(tmp_path: Path) -> Non
         ) -> CheckOutcome:
             raise ValueError("unreadable output")
 
-    fine = FakeCheck(CheckSpec("fine", "true"), 1.0)
+    fine = ScoredCheck(CheckSpec("fine", "true"), 1.0)
     evaluation = CheckSuite.from_checks([fine, Exploding(CheckSpec("boom", "x"), 0.0)]).evaluate(
         tmp_path
     )
@@ -728,8 +724,8 @@ def test_a_check_that_raises_becomes_an_error_not_a_crash(tmp_path: Path) -> Non
 
 def test_reward_of_all_zero_weights_counts_checks_equally(tmp_path: Path) -> None:
     checks = [
-        FakeCheck(CheckSpec("a", "x", weight=0), 1.0),
-        FakeCheck(CheckSpec("b", "y", weight=0), 0.0),
+        ScoredCheck(CheckSpec("a", "x", weight=0), 1.0),
+        ScoredCheck(CheckSpec("b", "y", weight=0), 0.0),
     ]
     assert CheckSuite.from_checks(checks).evaluate(tmp_path).reward == 0.5
 
