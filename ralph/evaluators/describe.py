@@ -65,11 +65,23 @@ def check_summary(outcome: CheckOutcome) -> str:
     if m.tests_total:
         failed = m.tests_failed if m.tests_failed is not None else outcome.error_count
         return f"{failed} of {plural(m.tests_total, 'test')} failed"
-    n = outcome.error_count
-    if n:
-        return plural(n, "error")
+    if outcome.error_count:
+        return findings_text(outcome)
     code = outcome.result.exit_code
     return f"exit code {code}" if code is not None else "failed"
+
+
+FINDING_WORDS = {"mypy": "type error", "ruff": "lint error"}
+
+
+def findings_text(outcome: CheckOutcome) -> str:
+    """A type checker's or linter's findings by kind: `2 type errors`, `1 syntax error`; mypy
+    stops at a syntax error, so what it found there is no type error."""
+    noun = FINDING_WORDS.get(outcome.spec.parser, "error")
+    syntax = sum(1 for e in outcome.errors if e.type == "syntax_error")
+    others = outcome.error_count - syntax
+    said = [plural(others, noun)] if others else []
+    return ", ".join([*said, plural(syntax, "syntax error")] if syntax else said)
 
 
 def why_not_run(outcome: CheckOutcome) -> str:
