@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from ralph.cli.diagnosis import Row
 from ralph.cli.live import RichReporter, next_steps
 from ralph.loop.handoff import ApplyOutcome
 from ralph.loop.result import LoopResult
@@ -301,3 +302,34 @@ def test_a_loop_started_on_a_detached_head_switches_back_with_detach(improved: b
     back = f"git switch --detach {'a' * 12}"
     assert any(back in line for line in lines), lines
     assert not any("git switch aaaa" in line for line in lines), lines
+
+
+def test_doctor_s_install_commands_paste_whole_in_its_table_and_when_stacked() -> None:
+    from types import SimpleNamespace
+
+    from ralph.actors.agents import PRESETS
+    from ralph.cli.diagnosis import Diagnosis
+    from ralph.cli.doctor import _agent_row
+
+    rows = [
+        _agent_row(SimpleNamespace(path=None, name=name, install=PRESETS[name].install))
+        for name in ("opencode", "claude", "codex")
+    ]
+    long_path = "/opt/tools/" + "nested/" * 7 + "bin/python"  # leaves no room for the table
+    stacked = [*rows, Row("check", "mypy", "pass, guard", f"passes (1.0s); {long_path} -m mypy")]
+    installs = [
+        "npm install -g opencode-ai",
+        "curl -fsSL https://opencode.ai/install | bash",
+        "npm install -g @anthropic-ai/claude-code",
+        "npm install -g @openai/codex",
+        "brew install codex",
+    ]
+
+    def doctor(found: list[Row]) -> Callable[[Console], Any]:
+        return lambda console: console.print(Diagnosis.of(found), crop=False)
+
+    assert_copies_whole(doctor(rows), installs)
+    assert_copies_whole(doctor(stacked), installs)
+    assert any(line.startswith(" agent ") for line in printed(Diagnosis.of(rows), terminal=True))
+    narrow = printed(Diagnosis.of(stacked), terminal=True)
+    assert "    npm install -g opencode-ai" in narrow, narrow  # stacked, not a table

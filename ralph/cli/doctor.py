@@ -333,7 +333,7 @@ def _sandbox_row(mode: str) -> Row:
 
 def _agent_row(probe: Any) -> Row:
     if probe.path is None:
-        return Row("agent", probe.name, "not installed", probe.install, None)
+        return Row("agent", probe.name, "not installed", probe.install, None, command=True)
     version = probe.version or "version unknown"
     credentials = probe.credentials
     if credentials.ok:
