@@ -333,3 +333,29 @@ def test_doctor_s_install_commands_paste_whole_in_its_table_and_when_stacked() -
     assert any(line.startswith(" agent ") for line in printed(Diagnosis.of(rows), terminal=True))
     narrow = printed(Diagnosis.of(stacked), terminal=True)
     assert "    npm install -g opencode-ai" in narrow, narrow  # stacked, not a table
+
+
+def test_the_batch_summary_on_a_terminal_wraps_its_apply_commands_to_paste_whole() -> None:
+    from rich.live import Live
+
+    from ralph.cli.batch_view import LiveView
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
+
+    calc = [{"path": "calc.py", "added": 1, "removed": 1}]
+    done = Entry(BatchTask("prerelease", "fix it"), LOOP_ID, status="completed")
+    failed = Entry(BatchTask("prerelease-too", "fix it"), f"{LOOP_ID}2", status="failed")
+    for entry in (done, failed):
+        entry.branch, entry.changed_files, entry.changes_read = BRANCH, calc, True
+
+    def end(console: Console) -> None:
+        view = LiveView()
+        view.console, view.live = console, Live(console=console)
+        view.entries = [done, failed]
+        view.end([done, failed])
+
+    commands = [f"ralph apply {LOOP_ID}", f"ralph apply {LOOP_ID}2 --force"]
+    assert_copies_whole(end, commands)
+    lines = drawn(end, terminal=True)
+    assert not any(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines), lines
+    assert lines[-1] == "batch: 1/2 loops green"
