@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from ralph.cli.diagnosis import Row
 from ralph.cli.live import RichReporter, next_steps
 from ralph.loop.handoff import ApplyOutcome
 from ralph.loop.result import LoopResult
@@ -301,3 +302,60 @@ def test_a_loop_started_on_a_detached_head_switches_back_with_detach(improved: b
     back = f"git switch --detach {'a' * 12}"
     assert any(back in line for line in lines), lines
     assert not any("git switch aaaa" in line for line in lines), lines
+
+
+def test_doctor_s_install_commands_paste_whole_in_its_table_and_when_stacked() -> None:
+    from types import SimpleNamespace
+
+    from ralph.actors.agents import PRESETS
+    from ralph.cli.diagnosis import Diagnosis
+    from ralph.cli.doctor import _agent_row
+
+    rows = [
+        _agent_row(SimpleNamespace(path=None, name=name, install=PRESETS[name].install))
+        for name in ("opencode", "claude", "codex")
+    ]
+    long_path = "/opt/tools/" + "nested/" * 7 + "bin/python"  # leaves no room for the table
+    stacked = [*rows, Row("check", "mypy", "pass, guard", f"passes (1.0s); {long_path} -m mypy")]
+    installs = [
+        "npm install -g opencode-ai",
+        "curl -fsSL https://opencode.ai/install | bash",
+        "npm install -g @anthropic-ai/claude-code",
+        "npm install -g @openai/codex",
+        "brew install codex",
+    ]
+
+    def doctor(found: list[Row]) -> Callable[[Console], Any]:
+        return lambda console: console.print(Diagnosis.of(found), crop=False)
+
+    assert_copies_whole(doctor(rows), installs)
+    assert_copies_whole(doctor(stacked), installs)
+    assert any(line.startswith(" agent ") for line in printed(Diagnosis.of(rows), terminal=True))
+    narrow = printed(Diagnosis.of(stacked), terminal=True)
+    assert "    npm install -g opencode-ai" in narrow, narrow  # stacked, not a table
+
+
+def test_the_batch_summary_on_a_terminal_wraps_its_apply_commands_to_paste_whole() -> None:
+    from rich.live import Live
+
+    from ralph.cli.batch_view import LiveView
+    from ralph.loop.batch import Entry
+    from ralph.loop.tasks_file import BatchTask
+
+    calc = [{"path": "calc.py", "added": 1, "removed": 1}]
+    done = Entry(BatchTask("prerelease", "fix it"), LOOP_ID, status="completed")
+    failed = Entry(BatchTask("prerelease-too", "fix it"), f"{LOOP_ID}2", status="failed")
+    for entry in (done, failed):
+        entry.branch, entry.changed_files, entry.changes_read = BRANCH, calc, True
+
+    def end(console: Console) -> None:
+        view = LiveView()
+        view.console, view.live = console, Live(console=console)
+        view.entries = [done, failed]
+        view.end([done, failed])
+
+    commands = [f"ralph apply {LOOP_ID}", f"ralph apply {LOOP_ID}2 --force"]
+    assert_copies_whole(end, commands)
+    lines = drawn(end, terminal=True)
+    assert not any(re.match(r"\d\d:\d\d:\d\d ", line) for line in lines), lines
+    assert lines[-1] == "batch: 1/2 loops green"

@@ -28,8 +28,9 @@ from ralph.evaluators.suite import (
     missing_tool,
     verification_type,
 )
+from ralph.glyphs import plural
 from ralph.memory.state import BaselineSummary
-from ralph.records import CheckResult, CheckStatus, Diagnostic, to_json
+from ralph.records import CheckResult, CheckStatus, Diagnostic, EvaluatorOutput, to_json
 from ralph.testing import FakeCheck
 
 from .fakes.processes import alive
@@ -461,6 +462,23 @@ def test_mypy_text_parser_attaches_notes_and_reads_missing_columns(tmp_path: Pat
     ]
     assert errors[0].message == 'Name "x" is not defined\nnote: Did you mean "y"?'
     assert errors[1].message == "invalid syntax"  # a note on another line is not attached
+
+
+def test_mypys_syntax_errors_are_said_as_syntax_errors_not_type_errors(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from ralph.evaluators.describe import check_summary
+
+    root = write(tmp_path, {"ok.py": "x: int = 1\n", "broken.py": "def f(:\n    pass\n"})
+    result = run_one(root, CheckSpec("mypy", f"{PY} -m mypy --no-incremental .", "mypy"))
+    assert result.result.status == "fail" and result.errors  # one or two, by mypy's version
+    assert {e.type for e in result.errors} == {"syntax_error"}
+    assert result.metrics.type_errors is None  # mypy stopped there: no type was checked
+    said = plural(len(result.errors), "syntax error")
+    assert check_summary(result) == said
+    console = Console(record=True, width=200, force_terminal=True)
+    console.print(CheckReport(Evaluation(EvaluatorOutput(False, "combined"), [result], "fp")))
+    assert said in console.export_text() and "type error" not in console.export_text()
 
 
 def test_mypy_bad_usage_is_a_check_error(tmp_path: Path) -> None:

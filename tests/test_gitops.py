@@ -447,3 +447,18 @@ def test_snapshot_workspace_detects_the_three_kinds_of_change(tmp_path: Path) ->
         workspace.restore("abc")
     workspace.begin_iteration()
     assert workspace.changes().files == []
+
+
+def test_a_worktrees_moved_file_is_two_whole_paths_for_prune(repo: Path) -> None:
+    """A staged rename is one `-z` entry plus the old path with no status prefix; cutting three
+    characters off that path named a file that does not exist and miscounted the changes."""
+    from ralph.workspace.branches import Branches
+
+    tree = repo.parent / "loop-tree"
+    git(repo, "worktree", "add", "-q", "-b", LOOP, str(tree))
+    git(tree, "mv", "b.py", "moved_b.py")
+    write(tree, "notes.txt", "mine\n")
+
+    changes = Branches(repo).worktree_changes(tree)
+
+    assert sorted(changes) == ["b.py", "moved_b.py", "notes.txt"]

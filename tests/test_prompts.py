@@ -201,6 +201,30 @@ def test_failing_checks_list_top_diagnostics_with_locations_first() -> None:
     assert "ruff" not in text.split("# How to work")[0]
 
 
+def test_a_check_that_could_not_run_says_why_not_one_error_in_the_prompt_and_the_stop_hook() -> (
+    None
+):
+    from ralph.loop.stop_hook import block_reason
+
+    crash = Diagnostic("runtime_error", "mypy: can't read file 'src': No such file\n(exit code 2)")
+    broken = CheckOutcome(
+        spec=CheckSpec("mypy", "mypy src", "mypy"),
+        result=CheckResult("mypy", "error", 2),
+        errors=[crash],
+    )
+    silent = CheckOutcome(
+        spec=CheckSpec("lint", "./lint.sh", "command"),
+        result=CheckResult("lint", "error", 127),
+    )
+    ev = evaluation(broken, silent)
+
+    summaries = [f["summary"] for f in actor_context(evaluation=ev)["failing"]]
+
+    said = "could not run: mypy: can't read file 'src': No such file"
+    assert summaries == [said, "could not run: exit code 127"]
+    assert f"mypy ({said}), lint (could not run: exit code 127)" in block_reason(ev, 1, 3)
+
+
 def typed_failures(*tests: str) -> list[Diagnostic]:
     """Failing tests as pytest reports them: `path::Class::name`, located at the test."""
     return [

@@ -13,7 +13,8 @@ from ralph.cli.common import console
 from ralph.cli.live import PlainReporter, is_ci
 from ralph.glyphs import changed_text, clip, plural, sparkline
 from ralph.loop.batch import BatchView
-from ralph.rendering import reward_text
+from ralph.redact import redact
+from ralph.rendering import Wrapped, reward_text
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -45,8 +46,12 @@ class PlainView:
         for entry in entries:
             for text in summary_lines(entry):
                 self.out.line(f"[{entry.task.name}] {text}")
-        green = sum(1 for e in entries if e.status == "completed")
-        self.out.line(f"batch: {green}/{plural(len(entries), 'loop')} green")
+        self.out.line(green_line(entries))
+
+
+def green_line(entries: list[Entry]) -> str:
+    green = sum(1 for e in entries if e.status == "completed")
+    return f"batch: {green}/{plural(len(entries), 'loop')} green"
 
 
 def _headline(entries: list[Entry], jobs: int) -> str:
@@ -103,10 +108,35 @@ class LiveView(PlainView):
     def end(self, entries: list[Entry]) -> None:
         self.live.update(self._table())
         self.live.stop()
-        super().end(entries)
+        self.console.print(BatchSummary(entries), crop=False)
 
     def _table(self) -> BatchTable:
         return BatchTable(self.entries)
+
+
+VALUE = len("  apply   ")  # where a summary line's value starts, after its label
+# continuation lines go under the value, but no further: a loop id (55 characters at most)
+# after a long task name would find no line with room for it, and pass the terminal's width
+DEEPEST_HANG = 20
+
+
+@dataclass
+class BatchSummary:
+    """The summary on a terminal, as the live view's events, without timestamps: lines wrap
+    between words under their value, and `ralph apply` as a command that pastes whole (each
+    cut line ends with ` \\`), as `ralph run`'s final lines do."""
+
+    entries: list[Entry]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for entry in self.entries:
+            prefix = f"[{entry.task.name}] "
+            for text in summary_lines(entry):
+                sub = text.startswith("  ")
+                hang = min(len(prefix) + VALUE, DEEPEST_HANG) if sub else 2
+                shell = text.startswith("  apply ")
+                yield Wrapped(redact(prefix + text), hang=hang, shell=shell)
+        yield Wrapped(green_line(self.entries))
 
 
 @dataclass

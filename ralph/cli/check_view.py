@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ralph.evaluators.base import CheckOutcome, Evaluation
-from ralph.glyphs import first_line, plural
+from ralph.evaluators.describe import findings_text
+from ralph.glyphs import first_line
 from ralph.rendering import Rows, Wrapped
 
 if TYPE_CHECKING:
@@ -91,7 +92,5 @@ def _counts(outcome: CheckOutcome) -> str:
         collection = sum(1 for e in outcome.errors if e.type != "test_failure")
         return text + (f", {collection} collection errors" if collection else "")
     if parser in ("mypy", "ruff"):
-        n = outcome.error_count
-        kind = "type error" if parser == "mypy" else "lint error"
-        return "clean" if n == 0 else plural(n, kind)
+        return findings_text(outcome) if outcome.error_count else "clean"
     return f"exit code {outcome.result.exit_code}"

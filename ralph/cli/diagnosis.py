@@ -4,6 +4,7 @@ the verdict. Its JSON form is `{"ok": ..., "findings": [...]}`."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ralph.rendering import Rows, Wrapped, whole
 
 if TYPE_CHECKING:
-    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 
 
 @dataclass
@@ -26,6 +27,30 @@ class Row:
     detail: str
     ok: bool | None = True
     hint: str | None = None
+    command: bool = False  # the detail is a command to copy (an install), wrapped as one
+
+
+OTHER_WAY = re.compile(r"(?P<command>.+?) \(or: (?P<other>.+)\)")
+
+
+def commands(detail: str) -> list[str]:
+    """An install detail as lines a shell could each run: `npm install -g X (or: curl ... |
+    bash)` is `npm install -g X`, then `or: curl ... | bash` (a label, as `review: git ...`)."""
+    found = OTHER_WAY.fullmatch(detail)
+    return [found["command"], f"or: {found['other']}"] if found else [detail]
+
+
+def command_lines(row: Row, indent: int = 0) -> RenderableType:
+    """A detail that is a command, on a terminal: wrapped as one (` \\` ends each cut line,
+    so it pastes whole), never as prose."""
+    from rich.console import Group
+
+    return Group(
+        *(
+            Wrapped(" " * indent + line, hang=indent + 4, shell=True)
+            for line in commands(row.detail)
+        )
+    )
 
 
 STYLES = {True: "green", False: "bold red", None: "dim"}
@@ -41,6 +66,21 @@ def style_of(row: Row) -> str:
 
 
 PADDING = 2  # a column's padding in the table, one space either side
+
+
+def trimmed(console: Console, options: ConsoleOptions, table: RenderableType) -> RenderResult:
+    """The table's lines without the spaces that pad its last column: a command's ` \\` must
+    end its line, or a shell pasting it reads an escaped space and runs the half."""
+    from rich.segment import Segment
+
+    for line in console.render_lines(table, options, pad=False):
+        while line and not line[-1].control and not line[-1].text.rstrip():
+            line.pop()
+        if line:
+            last = line.pop()
+            line.append(Segment(last.text.rstrip(), last.style, last.control))
+        yield from line
+        yield Segment.line()
 
 
 @dataclass
@@ -76,6 +116,9 @@ class Diagnosis:
 
         for row in self.findings:
             yield Text.assemble(f"{row.area}  {row.name}  ", (row.status, style_of(row)))
+            if row.command:
+                yield command_lines(row, indent=4)
+                continue
             wrapped = textwrap.wrap(
                 row.detail, max(width - 4, 20), break_long_words=False, break_on_hyphens=False
             )
@@ -102,9 +145,9 @@ class Diagnosis:
                     Text(row.area),
                     Text(row.name),
                     Text(row.status, style=style_of(row)),
-                    Text(row.detail),
+                    command_lines(row) if row.command else Text(row.detail),
                 )
-            yield table
+            yield from trimmed(console, options, table)
         else:
             yield from self._stacked(options.max_width)
         for row in rows:

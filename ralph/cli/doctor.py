@@ -140,7 +140,7 @@ def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]
 
 def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) -> list[Row]:
     from ralph.cli.progress import check_progress
-    from ralph.evaluators.describe import check_summary
+    from ralph.evaluators.describe import check_summary, why_not_run
     from ralph.evaluators.suite import CheckSuite
     from ralph.evaluators.tools import runnable_checks
     from ralph.loop.announce import NAME_WHAT_MUST_CHANGE
@@ -175,8 +175,8 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             status = outcome.result.status
             seconds = (outcome.result.duration_ms or 0) / 1000
             summary = "passes" if status == "pass" else check_summary(outcome)
-            if status == "error" and outcome.errors:  # the tool's own line, not "1 error"
-                summary = outcome.errors[0].message.strip().splitlines()[0]
+            if status == "error":  # the row's status says it cannot run; the detail says why
+                summary = why_not_run(outcome)
             detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
             ok = None if status == "error" else True
             why = "it could not run on the untouched tree; see `ralph check`"
@@ -333,7 +333,7 @@ def _sandbox_row(mode: str) -> Row:
 
 def _agent_row(probe: Any) -> Row:
     if probe.path is None:
-        return Row("agent", probe.name, "not installed", probe.install, None)
+        return Row("agent", probe.name, "not installed", probe.install, None, command=True)
     version = probe.version or "version unknown"
     credentials = probe.credentials
     if credentials.ok:

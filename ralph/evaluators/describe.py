@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ralph.records import Diagnostic
 
 MESSAGE_CAP = 1200
+WHY_CAP = 160  # one line of a tool's words about why it could not run
 
 
 def judgement_line(outcome: CheckOutcome) -> str:
@@ -56,19 +57,41 @@ def diagnostic_view(d: Diagnostic) -> dict[str, str]:
 
 
 def check_summary(outcome: CheckOutcome) -> str:
-    """One line a person would say about a failing check: counts, else the exit code."""
+    """One line a person would say about a failing check: counts, else the exit code; a check
+    that could not run says why, never "1 error"."""
+    if outcome.result.status == "error":
+        return f"could not run: {why_not_run(outcome)}"
     m = outcome.metrics
     if m.tests_total:
         failed = m.tests_failed if m.tests_failed is not None else outcome.error_count
         return f"{failed} of {plural(m.tests_total, 'test')} failed"
-    if outcome.result.status == "error" and not outcome.errors:
-        code = outcome.result.exit_code
-        return "the check itself errored" + (f" (exit code {code})" if code is not None else "")
-    n = outcome.error_count
-    if n:
-        return plural(n, "error")
+    if outcome.error_count:
+        return findings_text(outcome)
     code = outcome.result.exit_code
     return f"exit code {code}" if code is not None else "failed"
+
+
+FINDING_WORDS = {"mypy": "type error", "ruff": "lint error"}
+
+
+def findings_text(outcome: CheckOutcome) -> str:
+    """A type checker's or linter's findings by kind: `2 type errors`, `1 syntax error`; mypy
+    stops at a syntax error, so what it found there is no type error."""
+    noun = FINDING_WORDS.get(outcome.spec.parser, "error")
+    syntax = sum(1 for e in outcome.errors if e.type == "syntax_error")
+    others = outcome.error_count - syntax
+    said = [plural(others, noun)] if others else []
+    return ", ".join([*said, plural(syntax, "syntax error")] if syntax else said)
+
+
+def why_not_run(outcome: CheckOutcome) -> str:
+    """Why a check could not run (status `error`): the tool's own first line, else its exit
+    code; `ralph init`, `ralph doctor`, the prompts and the Stop hook all say it so."""
+    said = outcome.errors[0].message.strip() if outcome.errors else ""
+    if said:
+        return said.splitlines()[0][:WHY_CAP]
+    code = outcome.result.exit_code
+    return f"exit code {code}" if code is not None else "no output"
 
 
 def harm_text(evaluation: Evaluation) -> str | None:

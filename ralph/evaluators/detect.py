@@ -132,13 +132,7 @@ def probe_checks(
 
 def _probe(outcome: CheckOutcome) -> Probe:
     status = outcome.result.status
-    if status == "pass":
-        detail = "passes"
-    elif status == "fail":
-        detail = check_summary(outcome)
-    else:
-        first = outcome.errors[0].message.splitlines()[0] if outcome.errors else ""
-        detail = f"could not run: {first[:160] or 'no output'}"
+    detail = "passes" if status == "pass" else check_summary(outcome)
     return Probe(outcome.spec, status, detail, outcome.error_count)
 
 

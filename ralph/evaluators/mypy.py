@@ -111,6 +111,9 @@ class MypyCheck(DiagnosticsCheck):
         )
 
     def metrics(self, errors: list[Diagnostic]) -> Metrics:
+        """No count of type errors past a syntax error: mypy stops at it, checking nothing."""
+        if any(e.type == "syntax_error" for e in errors):
+            return Metrics()
         return Metrics(type_errors=len(errors))
 
     def command_for(self, cwd: Path) -> str:

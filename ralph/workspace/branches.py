@@ -213,10 +213,13 @@ class Branches:
 
     def worktree_changes(self, path: Path) -> list[str]:
         """The user's work `git worktree remove` would refuse over: changed or untracked files
-        there, but not the untracked files tools keep for themselves (bytecode, `.coverage`)."""
+        there, but not the untracked files tools keep for themselves (bytecode, `.coverage`).
+        `--no-renames`: a rename's old path would come as an entry of its own with no status."""
         if main_worktree(path) is None:
             return []
-        status = Git(path).names("status", "--porcelain", "-z", "--untracked-files=all")
+        status = Git(path).names(
+            "status", "--porcelain", "-z", "--no-renames", "--untracked-files=all"
+        )
         return [e[3:] for e in status if not (e.startswith("?? ") and is_tool_file(e[3:]))]
 
     def remove_worktree(self, path: Path) -> None:
