@@ -5,7 +5,9 @@
 Times `python -m ralph ARGS` in PROJECT with each CHECKOUT first on PYTHONPATH, round after
 round, alternating the order, so a load that changes during the runs weighs on every checkout
 alike (on a shared machine a figure taken before another is not comparable with it). Prints
-each checkout's median and its ratio to the first's. This is how a speed device is weighed:
+each checkout's median, its ratio to the first's, and the median of its per-round ratios to
+the first (runs of one round are next to each other in time: a load that drifts over the
+rounds moves that figure least), with their quartiles. This is how a speed device is weighed:
 a checkout without it against one with it, on bench/evaluator.py's project (`--dir` kept) for
 `check --json`, on bench/analyze.py's for `analyze --json` (with `--fresh .aiwg/ralph/index.sqlite`
 for a cold read).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -57,7 +60,12 @@ def main() -> None:
     first = median(times[checkouts[0]])
     for checkout in checkouts:
         ours = median(times[checkout])
-        print(f"{checkout:<40} median {ours:.3f} s  ratio to the first {ours / first:.2f}")
+        paired = [o / f for o, f in zip(times[checkout], times[checkouts[0]], strict=True)]
+        low, _, high = statistics.quantiles(paired, n=4) if len(paired) > 1 else (1.0, 1.0, 1.0)
+        print(
+            f"{checkout:<40} median {ours:.3f} s  ratio to the first {ours / first:.3f}"
+            f"  per round {median(paired):.3f} (quartiles {low:.3f}-{high:.3f})"
+        )
 
 
 if __name__ == "__main__":

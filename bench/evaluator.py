@@ -16,6 +16,21 @@ Prints, as medians over the rounds: `ralph check` / the slowest check alone (the
 <= 1.10) and / the three in turn (goal <= 0.75 with --cold-mypy, where the checks cost about
 the same), and the breakdown. With --cold-mypy, mypy's cache is removed before every timed
 mypy and ralph run (as after an agent's edits touching shared modules).
+
+Tried and not kept (none gains 5 %; bench/ab.py on this project, warm, 2 quiet cores, against
+the checkout without it; "per round": the median of per-round ratios, where an A/A run of 24
+rounds gives 1.002, quartiles 0.985-1.034). Here `ralph check` / pytest alone was 1.18: launch
+-> first check 90 ms, exit 32 ms, pytest inside / alone 1.05 (~60 ms, mypy and ruff together
+use ~0.2 s of CPU), so no scheduling of the short checks can win 5 %:
+- the longest check first (pytest's process started before the others start theirs; the
+  threads otherwise race, ruff often first), on a config listing ruff, mypy, tests: 0.999
+  (24 rounds);
+- mypy and ruff at nice 5 (`os.setpriority` on the child once it exists): 0.999 (24 rounds;
+  nice 19, 14 rounds: 1.00);
+- skipping the interpreter's teardown (`os._exit` once the output is written): 0.983 (30);
+- the ~80 ms of imports before the first check (`python -X importtime`) are spread thin: yaml
+  18 ms, ralph.records with dataclasses 17 ms, tomllib 4.5 ms; removing yaml's (a parsed
+  config kept as JSON) would be ~1.3 % of the check: not tried.
 """
 
 from __future__ import annotations
