@@ -4,8 +4,10 @@ line, record and commit message say what it broke, per check and in that check's
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
+from typing import Any
 
 from ralph.analyze.report import write_csv
 from ralph.analyze.stats import analyze
@@ -206,3 +208,26 @@ def test_a_guard_no_worse_than_before_does_not_count_as_failing(tmp_path: Path) 
     assert "mypy guard ok (3 from before)" in line and "ruff guard ok (2 from before)" in line
     subject = loop.workspace.messages[2].split("\n", 1)[0]
     assert subject.endswith("iteration 2 — tests fail")
+
+
+def test_status_reads_no_record_when_no_reward_fell(tmp_path: Path, monkeypatch: Any) -> None:
+    """An attempt that broke what worked scores below the baseline, so a loop whose rewards
+    never fell below the best before them has nothing "worse" to say: `ralph status` answers
+    from the state without reading (and schema-checking) every record."""
+    from ralph.loop.rollback import may_have_worse
+    from ralph.memory.store import MemoryStore
+
+    plan = {1: Step(write={"failing.txt": "3"}), 2: Step(write={"failing.txt": "0"})}
+    loop = make_loop(tmp_path, plan, evaluator=fake_evaluator(CountedTests()), max_iterations=2)
+    (tmp_path / "failing.txt").write_text("3")
+    loop.start()
+    state = loop.state()
+    assert not may_have_worse(state)
+
+    def refused(store: MemoryStore, loop_id: str) -> list[Any]:
+        raise AssertionError("records read")
+
+    monkeypatch.setattr(MemoryStore, "valid_records", refused)
+    assert loop_status(state.loop_id, tmp_path).worse == []
+    fell = dataclasses.replace(state, reward_history=[*state.reward_history, 0.0])
+    assert may_have_worse(fell)

@@ -339,7 +339,7 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
     """What `ralph status` shows of a loop (the latest by default), from its state and, for the
     attempts that made something worse, its records: no loop machinery is loaded, so the
     command answers at once."""
-    from ralph.loop.rollback import verdicts
+    from ralph.loop.rollback import may_have_worse, verdicts
 
     store = MemoryStore.discover(cwd)
     store.require()
@@ -360,6 +360,8 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         changed_files=changed_files(store, state),
         created_at=state.created_at,
         updated_at=state.updated_at,
-        worse=[worse.text for worse in verdicts(store.valid_records(state.loop_id), state)],
+        worse=[w.text for w in verdicts(store.valid_records(state.loop_id), state)]
+        if may_have_worse(state)
+        else [],
         pruned=pruned_note(store, state.loop_id),
     )
