@@ -21,7 +21,7 @@ import pytest
 from ralph.analyze import cache as index_module
 from ralph.analyze.report import write_csv, write_html
 from ralph.analyze.stats import Analysis, analysis_json, analyze, normalise_root_cause
-from ralph.cli.analyze_view import render
+from ralph.cli.analyze_view import headline, render
 from ralph.errors import RalphError, StoreError
 from ralph.ids import short_id
 from ralph.memory.state import BaselineSummary
@@ -158,6 +158,26 @@ def test_success_at_k_success_rate_and_iterations_to_green(store: MemoryStore) -
     assert summary["mean_iterations_to_green"] == 2.0
     assert summary["median_iterations_to_green"] == 2.0
     assert summary["iterations"] == 10
+
+
+def test_a_loop_green_at_its_baseline_is_left_out_of_the_success_figures(
+    store: MemoryStore,
+) -> None:
+    make_loop(store, "ralph-a-1", [1.0], green_at=1)
+    make_loop(store, "ralph-b-1", [0.5, 1.0], green_at=2)
+    make_loop(store, "ralph-c-1", [0.5, 0.5])
+    store.write_state(
+        LoopState("ralph-ok-1", "green", baseline=BaselineSummary(passed=True, reward=1.0))
+    )
+    analysis = analyze(store)
+    summary = analysis_json(analysis)["summary"]
+    assert summary["loops"] == 4 and summary["nothing_to_do"] == 1
+    assert summary["green_loops"] == 2 and summary["success_rate"] == 2 / 3
+    assert summary["success_at_k"] == {"1": 1 / 3, "2": 2 / 3}
+    assert summary["mean_iterations_to_green"] == 1.5  # not (0 + 1 + 2) / 3
+    text = " ".join(headline(analysis, width=200))
+    assert "success rate 67% (2 of 3 green)" in text
+    assert "1 loop green at the start (nothing to do)" in text
 
 
 def test_breakthroughs_name_the_reflection_that_preceded_them(store: MemoryStore) -> None:
@@ -400,7 +420,9 @@ def test_running_crashed_and_recordless_loops(store: MemoryStore) -> None:
     assert loops["ralph-dead-1"]["status"] == "crashed"
     assert loops["ralph-new-1"]["status"] == "running" and loops["ralph-new-1"]["rewards"] == [0.5]
     assert loops["ralph-ok-1"]["iterations_to_green"] == 0  # already green at the baseline
-    assert out["summary"]["success_at_k"] == {"1": 1 / 3, "2": 1 / 3}
+    # ... so it had nothing to do: out of the success figures, counted on its own
+    assert out["summary"]["success_at_k"] == {"1": 0.0, "2": 0.0}
+    assert out["summary"]["nothing_to_do"] == 1 and out["summary"]["loops"] == 3
     assert [loop.loop_id for loop in crashed.loops] == ["ralph-dead-1"]
 
 

@@ -56,6 +56,12 @@ class LoopAnalysis:
     def last_iteration(self) -> int:
         return self.records[-1].iteration if self.records else 0
 
+    @property
+    def nothing_to_do(self) -> bool:
+        """Green at its baseline, before any attempt: no evidence for or against the loop, so
+        it stays out of the success figures and is counted on its own."""
+        return self.iterations_to_green == 0
+
 
 def loop_task(state: StateFacts | None, files: LoopFiles) -> str | None:
     if state is not None:

@@ -281,6 +281,7 @@ def _page(a: Analysis, charts: list[tuple[str, str]], legends: dict[str, str]) -
     cards = [
         ("loops", str(s.loops)),
         ("success rate", pct(s.success_rate)),
+        *([("nothing to do", str(s.nothing_to_do))] if s.nothing_to_do else []),
         *(
             [
                 (

@@ -11,11 +11,14 @@ Definitions:
   of each valid record in iteration order (a record without `reward_signal` counts 0).
 - **iterations to green**: the first iteration whose `evaluator_output.passed` is true; None if
   never (0 for a loop with no records whose baseline already passed).
+- **nothing to do**: a loop green at its baseline (iterations to green 0, `already_green`). It
+  had no task left, so it says nothing of the loop's success: it is left out of the success
+  rate, success@k and iterations to green, and counted on its own (`nothing_to_do`).
 - **success@k**, for k = 1 .. the highest iteration across the analysed loops (at most
   `MAX_K`: the curve's size never follows a record's iteration number): the share of the
-  analysed loops green by iteration k (iterations to green <= k) — the learning curve of the
-  Reflexion paper. **success rate**: the share of loops that ever went green. Loops still
-  running count as not (yet) green.
+  loops that had something to do green by iteration k (iterations to green <= k) — the
+  learning curve of the Reflexion paper. **success rate**: the share of those loops that ever
+  went green. Loops still running count as not (yet) green.
 - **learning rate**: the mean of reward[i] - reward[i-1] over consecutive entries of the reward
   series, the baseline step included when the baseline is known; None with fewer than two.
 - **breakthrough**: an iteration whose reward is at least 0.3 above the previous entry of the
@@ -47,7 +50,8 @@ Definitions:
   than a year, a cost or token count beyond any bill) counts as unknown, never as itself.
 
 `--json` prints one object: `{"summary": {...}, "loops": [...], "invalid_files": [...]}`.
-`summary` holds `loops`, `green_loops`, `success_rate`, `success_at_k` (a map from k, as a
+`summary` holds `loops` (all analysed), `nothing_to_do`, `green_loops` (of the others),
+`success_rate`, `success_at_k` (a map from k, as a
 string, to the share of loops green by iteration k), `mean_iterations_to_green`,
 `median_iterations_to_green`, `mean_learning_rate`, `iterations`, `breakthroughs`, `tokens`,
 `cost_usd`, `wall_seconds`, `failure_categories` (a list, most iterations first),
@@ -144,6 +148,7 @@ class InvalidFile:
 @dataclass
 class Summary:
     loops: int
+    nothing_to_do: int  # green at the baseline: out of the success figures
     green_loops: int
     success_rate: float | None
     success_at_k: dict[int, float]
@@ -280,14 +285,16 @@ def _wanted(
 
 
 def _summarise(loops: list[LoopAnalysis]) -> Summary:
-    greens = [loop.iterations_to_green for loop in loops if loop.iterations_to_green is not None]
+    tried = [loop for loop in loops if not loop.nothing_to_do]
+    greens = [loop.iterations_to_green for loop in tried if loop.iterations_to_green is not None]
     top = min(max((loop.last_iteration for loop in loops), default=0), MAX_K)
     rates = [loop.learning_rate for loop in loops if loop.learning_rate is not None]
     return Summary(
         loops=len(loops),
+        nothing_to_do=len(loops) - len(tried),
         green_loops=len(greens),
-        success_rate=len(greens) / len(loops) if loops else None,
-        success_at_k={k: sum(g <= k for g in greens) / len(loops) for k in range(1, top + 1)},
+        success_rate=len(greens) / len(tried) if tried else None,
+        success_at_k={k: sum(g <= k for g in greens) / len(tried) for k in range(1, top + 1)},
         mean_iterations_to_green=statistics.fmean(greens) if greens else None,
         median_iterations_to_green=float(statistics.median(greens)) if greens else None,
         mean_learning_rate=statistics.fmean(rates) if rates else None,
@@ -378,6 +385,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
     return {
         "summary": {
             "loops": s.loops,
+            "nothing_to_do": s.nothing_to_do,
             "green_loops": s.green_loops,
             "success_rate": s.success_rate,
             "acceptance": s.acceptance,
