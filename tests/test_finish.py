@@ -14,6 +14,7 @@ import pytest
 from ralph.ids import loop_branch
 from ralph.memory.feedback import read_feedback
 from ralph.memory.store import MemoryStore
+from ralph.workspace.branches import Branches
 
 from .conftest import RunCli
 from .fakes.calc_project import git, make_calc_repo
@@ -613,3 +614,47 @@ def test_run_and_apply_say_how_to_commit_the_memory_while_it_is_untracked(
     exclude = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude"))
     exclude.write_text(".aiwg/ralph/reflections/\n")
     assert memory_hint(store) is None  # ignored
+
+
+def test_a_loop_whose_change_is_on_main_already_is_taken_not_not_taken(
+    ralph: RunCli, repo: Path
+) -> None:
+    """The two-bug batch: both loops made the same change; the first's apply took it for both,
+    the second's said "nothing to apply", and prune then called the second "not taken"."""
+    first = str(run_loop(ralph, repo, task="fix add one")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    second = str(run_loop(ralph, repo, task="fix add two")["loop_id"])
+    git(repo, "switch", "-q", "main")
+    assert ralph("apply", first, cwd=repo).code == 0
+    git(repo, "commit", "-qm", "the fix")
+    again = ralph("apply", second, cwd=repo)
+    assert again.code == 0 and "nothing to apply" in again.out
+
+    result = ralph("prune", cwd=repo)
+    assert result.code == 0, result.err
+    assert "not taken" not in result.out
+    store = MemoryStore(repo)
+    assert read_feedback(store, second) is None
+    acceptance = json.loads(ralph("analyze", "--json", cwd=repo).out)["summary"]["acceptance"]
+    assert acceptance["not_taken"] == 0
+
+
+def test_a_change_cherry_picked_and_then_edited_is_held_by_the_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_calc_repo(tmp_path / "repo", calc=CALC, tests="", monkeypatch=monkeypatch)
+    base = git(root, "rev-parse", "HEAD").strip()
+    git(root, "switch", "-q", "-c", "ralph/loop")
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    git(root, "commit", "-qam", "the loop's fix")
+    loop = git(root, "rev-parse", "HEAD").strip()
+    git(root, "switch", "-q", "main")
+    branches = Branches(root)
+    assert not branches.holds_change("main", base, loop)
+    (root / "README").write_text("meanwhile on main\n")
+    git(root, "add", "README")
+    git(root, "commit", "-qm", "meanwhile")
+    git(root, "cherry-pick", loop)
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b  # checked\n")
+    git(root, "commit", "-qam", "edited after")
+    assert branches.holds_change("main", base, loop)  # by patch (git cherry), not by content

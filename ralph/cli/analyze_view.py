@@ -52,7 +52,8 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
     s = a.summary
     parts = [
         f"{plural(s.loops, 'loop')}, {plural(s.iterations, 'iteration')}",
-        f"success rate {pct(s.success_rate)} ({s.green_loops} of {s.loops - s.nothing_to_do} green)",
+        f"success rate {pct(s.success_rate)} "
+        f"({s.green_loops} of {s.loops - s.nothing_to_do} green)",
     ]
     if s.nothing_to_do:
         parts.append(f"{plural(s.nothing_to_do, 'loop')} green at the start (nothing to do)")

@@ -158,6 +158,8 @@ def apply_loop(
         records = store.valid_records(state.loop_id)
         baseline = store.read_baseline(state.loop_id)
         branches.write_squash_message(apply_message(state, records, chosen, baseline))
+    elif branches.holds_change("HEAD", git.base_commit, commit):  # taken already: not prune's
+        _note_applied(store, state.loop_id, chosen, commit, None, None)  # "not taken"
     # only a success's own work is taken as a verdict on it (its lessons then rank higher)
     accepted = bool(applied.files) and succeeded and chosen == state.best_iteration
     if accepted:
@@ -387,8 +389,17 @@ def _item(store: MemoryStore, branches: Branches, state: LoopState) -> PruneItem
     best = git.commit_of(state.best_iteration) if git and state.best_iteration else None
     offered = bool(best) and best != (git.base_commit if git else None)  # work to take
     applied = (store.loop_dir(state.loop_id) / APPLIED_FILE).is_file()
-    if item.branch and offered and not applied and read_feedback(store, state.loop_id) is None:
-        item.not_taken = not branches.merged_elsewhere(str(best), item.branch)
+    if (
+        git
+        and item.branch
+        and offered
+        and not applied
+        and read_feedback(store, state.loop_id) is None
+    ):
+        item.not_taken = not (
+            branches.merged_elsewhere(str(best), item.branch)
+            or branches.holds_change(git.original_branch or "HEAD", git.base_commit, str(best))
+        )
     return item
 
 

@@ -193,6 +193,23 @@ class Branches:
         out = self._refs("--contains", commit, "refs/heads/")
         return any(ref != f"refs/heads/{branch}" for ref in out)
 
+    def holds_change(self, target: str, base: str | None, commit: str) -> bool:
+        """Whether `target` already has the loop's change from `base` to `commit`: the commit
+        itself, every file it changed as the loop left it, or an equivalent patch for each of
+        its commits (`git cherry`: a rebase or cherry-pick). Another loop's apply or a merge by
+        hand may have taken it: that is work taken, never feedback that it was not."""
+        if base is None or self.rev(target) is None or self.rev(commit) is None:
+            return False
+        if self._git.ok("merge-base", "--is-ancestor", commit, target):
+            return True
+        changed = self._git.names("diff", "--name-only", "-z", "--no-renames", base, commit)
+        if not changed:
+            return False
+        if self._git.ok("diff", "--quiet", commit, target, "--", *_literal(changed)):
+            return True
+        cherry = self._git.text("cherry", target, commit, base).splitlines()
+        return bool(cherry) and all(line.startswith("-") for line in cherry)
+
     def _refs(self, *args: str) -> list[str]:
         return self._git.text("for-each-ref", "--format=%(refname)", *args).splitlines()
 
