@@ -9,6 +9,7 @@ and are left out of the JSON, so a record read and written again is byte-for-byt
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import types
@@ -96,6 +97,24 @@ def actor_said(rationale: str | None) -> str:
     """A rationale as the actor's own words; "" for the stand-in (also of older records)."""
     text = (rationale or "").strip()
     return "" if NO_SUMMARY.match(text) else text
+
+
+# a line that only announces what follows: "Summary of this attempt:", "## Changes", "**Done**"
+_HEADER = re.compile(r"^(#+\s.*|\*\*[^*]+\*\*:?|[^.!?]{0,80}:)$")
+_BULLET = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
+
+
+def gist(said: str) -> str:
+    """An agent's account as one line: its first line of content, headers skipped ("Summary of
+    this attempt:" says nothing), or, where the content opens with a list, the list's items
+    joined with "; "; so a lesson, a success note and a commit body quote what it did, not
+    how it titled it. "" when nothing but headers is there."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    content = [line for line in lines if not _HEADER.match(line)]
+    if not content or not _BULLET.match(content[0]):
+        return content[0] if content else ""
+    items = itertools.takewhile(lambda line: _BULLET.match(line) is not None, content)
+    return "; ".join(_BULLET.sub("", line).rstrip(";. ") for line in items)
 
 
 def utc_now() -> str:

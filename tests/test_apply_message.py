@@ -30,3 +30,14 @@ def test_the_subject_is_the_tasks_first_line_and_each_kept_iteration_says_what_i
     assert "Checks now green: pytest\n" in body  # ruff passed before the loop too
     assert "- iteration 1: Parsed the year with %Y.\n- iteration 2: changed dates/parser.py" in body
     assert "without a summary" not in message
+
+
+def test_an_iteration_line_quotes_a_headed_summary_by_its_bullets() -> None:
+    state = LoopState(loop_id="ralph-fix-1", task="Fix the parser")
+    first = record(1, loop_id=state.loop_id)
+    assert first.ralph is not None
+    first.ralph.git_commit = "1" * 40
+    first.actor_output.rationale = "Summary of this attempt:\n- read %Y\n- kept %y"
+    message = apply_message(state, [first], 1, None)
+    assert "- iteration 1: read %Y; kept %y" in message
+    assert "Summary of this attempt" not in message

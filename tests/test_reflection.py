@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ralph.records import (
     Metrics,
     RalphExtension,
     SelfReflection,
+    gist,
     to_json,
 )
 from ralph.reflection import parsing
@@ -451,6 +453,38 @@ def test_success_reflection_is_first_person_and_valid() -> None:
     assert "dates/parser.py" in r.reflection_text
     assert r.lessons_learned == ["What worked: I switched the format"]
     assert is_valid_self_reflection(r)
+
+
+HEADED = """Summary of this attempt:
+- Switched parse_date to the month-first format
+- Kept the two-digit year branch
+"""
+
+
+def test_a_summary_header_is_not_the_lesson_its_bullets_are() -> None:
+    """An agent that ended with "Summary of this attempt:" and bullets taught "What worked:
+    Summary of this attempt:"."""
+    ev = evaluation({"tests": []}, passed=True)
+    done = dataclasses.replace(EDITED, strategy=None, rationale=HEADED)
+    r = success_reflection(ev, done)
+    assert r.lessons_learned == [
+        "What worked: Switched parse_date to the month-first format; Kept the two-digit year branch"
+    ]
+    assert "Summary of this attempt" not in r.reflection_text
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("## Changes\n\n* a\n* b\n\nDone.", "a; b"),
+        ("**Summary**\n1. fixed x.\n2) fixed y", "fixed x; fixed y"),
+        ("Parsed the year with %Y.\nThen ran the tests.", "Parsed the year with %Y."),
+        ("Summary:\n", ""),
+        ("Fixed it: the parser now reads %m first", "Fixed it: the parser now reads %m first"),
+    ],
+)
+def test_gist_skips_headers_and_joins_a_list(said: str, expected: str) -> None:
+    assert gist(said) == expected
 
 
 # --- quality flags -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from ralph.loop.rollback import kept_iterations
 from ralph.memory.state import LoopState
-from ralph.records import IterationRecord, actor_said
+from ralph.records import IterationRecord, actor_said, gist
 
 SUBJECT_CHARS = 72
 BODY_WIDTH = 72
@@ -64,8 +64,7 @@ def turned_green(
 
 
 def _iteration_line(record: IterationRecord) -> str:
-    said = actor_said(record.actor_output.rationale)
-    first = said.splitlines()[0].strip() if said else ""
+    first = gist(actor_said(record.actor_output.rationale))
     if not first:
         files = [a.file_path for a in record.actor_output.actions if a.file_path]
         first = f"changed {', '.join(dict.fromkeys(files))}" if files else "changed the code"

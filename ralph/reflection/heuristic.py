@@ -22,6 +22,7 @@ from ralph.records import (
     IterationRecord,
     SelfReflection,
     actor_said,
+    gist,
 )
 from ralph.redact import redact
 from ralph.reflection.context import repeated_iterations
@@ -325,7 +326,7 @@ def success_reflection(evaluation: Evaluation, actor_output: ActorOutput) -> Sel
         text = f"I made every check pass ({names}; reward {evaluation.reward:.2f})."
     if files:
         text += f" I changed {', '.join(files[:5])}."
-    what = first_line(actor_output.strategy or actor_said(actor_output.rationale), 300)
+    what = first_line(gist(actor_output.strategy or actor_said(actor_output.rationale)), 300)
     if what:
         text += f" What worked: {what}"
     return SelfReflection(
