@@ -35,7 +35,7 @@ from ralph.reflection import parsing
 from ralph.reflection.base import ReflectionOutcome
 from ralph.reflection.heuristic import heuristic_reflection, success_reflection
 from ralph.reflection.parsing import parse_reflection
-from ralph.reflection.quality import quality_flags
+from ralph.reflection.quality import gated, quality_flags, says_something
 from ralph.reflection.reflector import ModelReflector
 
 GOOD = {
@@ -394,6 +394,49 @@ def test_heuristic_insists_on_a_new_approach_when_the_failure_repeats() -> None:
     assert (r.actionable_insights or [])[0].startswith("Abandon the approach of iteration 2")
     fresh = heuristic_reflection(PARSER_FAIL, EDITED, [earlier_record(1, "fp-other")])
     assert "same failure" not in fresh.reflection_text and fresh.related_reflections == []
+
+
+def test_an_attempt_that_changed_nothing_is_not_taught_about_repeating_its_change() -> None:
+    """A record saying "I did not change any files" taught "Repeating a change that produced
+    the same errors wastes an iteration"."""
+    earlier = [earlier_record(1, "fp-1")]
+    idle = ActorOutput(actions=[], rationale="looked around")
+    r = heuristic_reflection(PARSER_FAIL, idle, earlier)
+    assert "I did not change any files" in r.reflection_text
+    assert not any("change" in lesson.lower() for lesson in r.lessons_learned or [])
+    edited = heuristic_reflection(PARSER_FAIL, EDITED, earlier)
+    assert edited.lessons_learned == [
+        "Repeating a change that produced the same errors wastes an iteration."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("tests: fix the first error first: E", False),  # a diagnostic parsed to a fragment
+        ("What worked: Summary of this attempt:", False),  # a header
+        ("E", False),
+        ("fix it", False),
+        ("Use '%m/%d/%Y' in parse_date: the tests pass US dates", True),
+        ("tests: make test_parse pass; it fails at dates.py:3: AssertionError", True),
+    ],
+)
+def test_a_lesson_must_say_something(text: str, kept: bool) -> None:
+    assert says_something(text) is kept
+    reflection = gated(SelfReflection("I tried.", lessons_learned=[text]), changed_files=True)
+    assert (reflection.lessons_learned == [text]) is kept
+
+
+def test_the_gate_drops_what_the_record_contradicts() -> None:
+    said = SelfReflection(
+        "I changed nothing.",
+        actionable_insights=["Make an actual code change: the last attempt changed no files."],
+        lessons_learned=["Reapplying the same fix to parse_date keeps the errors as they were."],
+    )
+    idle = gated(said, changed_files=False)
+    assert idle.lessons_learned == []
+    assert idle.actionable_insights == said.actionable_insights
+    assert gated(said, changed_files=True).lessons_learned == said.lessons_learned
 
 
 @pytest.mark.parametrize(

@@ -243,14 +243,15 @@ def reflect(
     """The agent's trajectory kept, then a success note, or the reflector's reflection."""
     from ralph.actors import tracing
     from ralph.reflection.heuristic import success_reflection
-    from ralph.reflection.quality import quality_flags
+    from ralph.reflection.quality import gated, quality_flags
 
     checks = [o.spec.command for o in evaluation.outcomes]
     traced, steps = tracing.store_attempt(
         prompt.artifacts, acted.result, parts.actor.name, checks, parts.workspace.root
     )
+    changed = bool(acted.output.files_modified or acted.protected)
     if evaluation.passed:
-        reflection = success_reflection(evaluation, acted.output)
+        reflection = gated(success_reflection(evaluation, acted.output), changed_files=changed)
         return Reflected(reflection, "success", [], trace=traced)
     reporter.phase(prompt.iteration, "reflect")
     clock = time.monotonic()
@@ -268,7 +269,7 @@ def reflect(
     if outcome.error:
         reporter.note(f"reflector: {outcome.error}; used a heuristic reflection")
     return Reflected(
-        outcome.reflection,
+        gated(outcome.reflection, changed_files=changed),
         outcome.source,
         outcome.quality_flags or quality_flags(outcome.reflection, evaluation),
         trace=traced,

@@ -198,7 +198,7 @@ def heuristic_reflection(
         actionable_insights=[redact(s) for s in insights],
         lessons_learned=(
             ["Repeating a change that produced the same errors wastes an iteration."]
-            if repeats
+            if repeats and files
             else []
         ),
         confidence=HEURISTIC_CONFIDENCE,

@@ -1,10 +1,16 @@
 """Quality flags on a reflection: stock phrases, not first person, nothing concrete from the errors.
-Flags are stored in the record and shown by `analyze`; they never reject a reflection."""
+Flags are stored in the record and shown by `analyze`; they never reject a reflection.
+
+The gate is stricter for what the memory teaches: a lesson or an insight goes to later prompts
+and other loops, so one that says nothing (a header, a lone fragment such as "E") or that the
+record contradicts ("repeating a change" after an attempt that changed no files) is dropped
+before it is stored (`gated`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,3 +97,38 @@ def quality_flags(r: SelfReflection, evaluation: Evaluation) -> list[str]:
     if not FIRST_PERSON.search(r.reflection_text):
         flags.append("not_first_person")
     return flags
+
+
+WORD = re.compile(r"[A-Za-z]{2,}")
+# the part after the last colon is a fragment: "tests: fix the first error first: E"
+FRAGMENT_TAIL = re.compile(r":\s*\S{0,2}\s*$")
+# claims about a change the attempt made
+ABOUT_A_CHANGE = re.compile(
+    r"\b(?:repeat\w*|reappl\w*|the same|my|that) (?:a |the )?(?:change|edit|fix)(?:es|s)?\b",
+    re.IGNORECASE,
+)
+
+
+def says_something(text: str) -> bool:
+    """A lesson or insight with content: three words at least, not a header (ending with a
+    colon) nor ending in a fragment after its last colon."""
+    text = text.strip()
+    return len(WORD.findall(text)) >= 3 and not FRAGMENT_TAIL.search(text)
+
+
+def gated(r: SelfReflection, *, changed_files: bool) -> SelfReflection:
+    """The reflection with only the lessons and insights worth teaching: `says_something`, and
+    none about the attempt's change when it changed no files."""
+
+    def kept(items: Sequence[str] | None) -> list[str]:
+        return [
+            s
+            for s in items or []
+            if says_something(s) and (changed_files or not ABOUT_A_CHANGE.search(s))
+        ]
+
+    return replace(
+        r,
+        lessons_learned=kept(r.lessons_learned),
+        actionable_insights=kept(r.actionable_insights),
+    )
