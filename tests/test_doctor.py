@@ -307,7 +307,7 @@ def test_doctor_exits_1_naming_what_stops_a_loop(
     result = ralph("doctor", *flags, cwd=repo)
     assert result.code == 1
     assert "a loop cannot start here: git repository, provider openai" in result.out
-    assert "git repository: commit or stash them" in result.out
+    assert "git repository: `git stash` (then `git stash pop` after the loop)" in result.out
     assert "provider openai: check the key and the base URL variable" in result.out
     lines = result.out.splitlines()
     assert lines[0].split("\t") == ["area", "what", "status", "detail"]  # a pipe gets TSV

@@ -204,7 +204,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
 
 def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     from ralph import process
-    from ralph.workspace.base import name_some
+    from ralph.workspace.base import DIRTY_HINT, name_some
     from ralph.workspace.git import GitWorkspace
     from ralph.workspace.locate import find_repo_root
 
@@ -229,19 +229,21 @@ def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     branch = process.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root).stdout.strip()
     on_loop = _loop_branch_row(store, branch)
     after = [on_loop] if on_loop else []
-    # a worktree loop starts from a fresh checkout of HEAD: only tracked edits matter, and warn
-    dirty = workspace.dirty_files(untracked=not settings.worktree)
+    # untracked files never stop a loop (they stay yours, never committed); a worktree loop
+    # starts from a fresh checkout of HEAD, so tracked edits only warn there
+    dirty = workspace.dirty_files(untracked=False)
+    untracked = len(workspace.dirty_files()) - len(dirty)
+    yours = f"; kept out of the loop: {plural(untracked, 'untracked file')}" if untracked else ""
     where = f"{branch or 'HEAD'} at {head[:12]}"
     if dirty and settings.worktree:
         missed = plural(len(dirty), "uncommitted edit")
         detail = f"{where}; the worktree starts without {missed} (--worktree)"
         return [Row("git", "repository", "ok", f"{detail}; {root}"), *after]
     if dirty and not settings.allow_dirty:
-        hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"
-        detail = f"{where}; uncommitted: {name_some(dirty, 5)}"
-        return [Row("git", "repository", "dirty", detail, False, hint), *after]
+        detail = f"{where}; uncommitted: {name_some(dirty, 5)}{yours}"
+        return [Row("git", "repository", "dirty", detail, False, DIRTY_HINT), *after]
     state = f"{len(dirty)} uncommitted (--allow-dirty)" if dirty else "clean"
-    return [Row("git", "repository", "ok", f"{where}, {state}; {root}"), *after]
+    return [Row("git", "repository", "ok", f"{where}, {state}{yours}; {root}"), *after]
 
 
 def _loop_of_branch(store: MemoryStore, branch: str) -> LoopState | None:
