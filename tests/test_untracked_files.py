@@ -24,10 +24,43 @@ from ralph.ids import loop_branch
 from ralph.workspace.git import GitWorkspace
 
 from .conftest import RunCli
-from .test_gitops import A_PY, LOOP, git, git_env, repo, tracked, write  # noqa: F401
-from .test_loop import plan, run_args
-from .test_loop import repo as calc_repo  # noqa: F401
+from .fakes.calc_project import make_calc_repo
+from .test_gitops import A_PY, B_PY, IDENTITY, LOOP, git, tracked, write
+from .test_loop import ACTOR, TESTS, VERSIONS, plan, run_args
 from .test_loop import write as version
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """test_gitops' repository: a.py, b.py, `.gitignore`; no user git config leaks in."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var, value in IDENTITY.items():
+        monkeypatch.setenv(var, value)
+    root = tmp_path / "project"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for name, text in (("a.py", A_PY), ("b.py", B_PY), (".gitignore", "*.log\n")):
+        write(root, name, text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+@pytest.fixture
+def calc_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """test_loop's calc project and its planned `cmd:` actor."""
+    root = make_calc_repo(
+        tmp_path / "repo", calc=VERSIONS["zero"], tests=TESTS, monkeypatch=monkeypatch
+    )
+    tools = tmp_path / "tools"
+    (tools / "seen").mkdir(parents=True)
+    (tools / "actor.py").write_text(ACTOR)
+    monkeypatch.setenv("SEEN_DIR", str(tools / "seen"))
+    monkeypatch.setenv("PLAN", str(tools / "plan.json"))
+    monkeypatch.setenv("CI", "true")
+    return root
+
 
 USERS = {
     "notes.txt": "my notes\n",
@@ -112,8 +145,8 @@ def test_tracked_changes_are_refused_with_a_hint_that_works_when_pasted(repo: Pa
     assert_users_files_intact(repo)
 
 
-def git_ok(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+def git_ok(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
     return done.stdout.strip()
 
 
