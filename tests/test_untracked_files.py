@@ -187,3 +187,26 @@ def test_doctor_lets_a_loop_start_beside_untracked_files(ralph: RunCli, calc_rep
     git_row = rows["git", "repository"]
     assert git_row["ok"] is True, git_row
     assert "kept out of the loop: 4 untracked files" in git_row["detail"]
+
+
+def test_many_untracked_files_are_kept_out_by_their_folder(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Git matches every path against every exclude line: beyond `MAX_LISTED` files, a folder
+    wholly untracked is one line, and stays out of the loop's commits whole."""
+    from ralph.workspace import ignored
+
+    monkeypatch.setattr(ignored, "MAX_LISTED", 3)
+    for n in range(5):
+        write(repo, f"data/part-{n}.csv", f"{n}\n")
+    write(repo, "notes.txt", "mine\n")
+    workspace = GitWorkspace(repo)
+    workspace.start_loop(LOOP, allow_dirty=False)
+    exclude = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path", "ralph"))
+    lines = (exclude / LOOP / "exclude").read_text().splitlines()
+    assert "/data/" in lines and "/notes.txt" in lines and "/data/part-0.csv" not in lines
+    workspace.begin_iteration()
+    write(repo, "a.py", A_PY.replace("a - b", "a + b"))
+    sha = workspace.commit_iteration("iteration 1")
+    assert sorted(tracked(repo, sha or "")) == [".gitignore", "a.py", "b.py"]
+    assert (repo / "data/part-4.csv").read_text() == "4\n"

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from ralph.files import write_atomically
 from ralph.workspace.tree_walk import TOOL_RULES, is_tool_file
 
+MAX_LISTED = 2000  # untracked files listed one by one; beyond, wholly untracked folders whole
 Names = Callable[..., list[str]]  # Git.names: NUL-separated output of a git command
 HEADER = (
     "# ralph: what git ignored when this loop started (rules, then the ignored paths), "
@@ -132,6 +133,11 @@ def global_sources(config_path: str, xdg: str | None, home: str | None) -> list[
 
 def untracked_at_start(names: Names, exclude: str) -> list[str]:
     """The untracked files git does not ignore, one by one (`exclude`: ralph's memory, as a
-    pathspec), but not what tools keep for themselves (already among the rules)."""
-    found = names("ls-files", "-z", "--others", "--exclude-standard", "--", ".", exclude)
+    pathspec), but not what tools keep for themselves (already among the rules). Beyond
+    `MAX_LISTED` files (git matches every path against every line), a folder wholly untracked
+    is one line (`dir/`), so a file the agent adds there stays out of the loop's commits too."""
+    query = ("ls-files", "-z", "--others", "--exclude-standard")
+    found = names(*query, "--", ".", exclude)
+    if len(found) > MAX_LISTED:
+        found = names(*query, "--directory", "--no-empty-directory", "--", ".", exclude)
     return [name for name in found if not is_tool_file(name)]
