@@ -7,6 +7,7 @@ class RalphError(Exception):
     """A problem the user can fix: bad input, configuration or environment. Exit code 2."""
 
     exit_code = 2
+    after: tuple[str, ...] = ()  # lines the CLI prints after the hint: a paused loop's way back
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)

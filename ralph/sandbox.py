@@ -32,7 +32,7 @@ MODES = ("auto", "bwrap", "none")
 NETWORK = ("actor", "checks", "all", "none")  # who keeps the network; default: the actor
 INSTALL_HINT = (
     "install bubblewrap (`apt-get install bubblewrap`, `dnf install bubblewrap`) or "
-    "`pip install 'ralph-loop[sandbox]'`; or pass --sandbox none"
+    "`pip install 'ralph-reflexion[sandbox]'`; or pass --sandbox none"
 )
 # What any process needs to run at all: kept from ralph's environment.
 BASIC_VARIABLES = frozenset(

@@ -598,7 +598,7 @@ def test_html_without_matplotlib_says_how_to_get_it(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(RalphError, match="matplotlib") as info:
         write_html(analyze(store), tmp_path / "r.html")
-    assert info.value.hint == "pip install 'ralph-loop[plot]'"
+    assert info.value.hint == "pip install 'ralph-reflexion[plot]'"
     assert not (tmp_path / "r.html").exists()
 
 

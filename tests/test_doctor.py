@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,15 @@ if [ "$1" = --version ]; then echo '{version}'; exit 0; fi
 if [ "$1 $2" = "login status" ]; then
   if [ -n "$FAKE_CODEX_LOGGED_IN" ]; then echo 'Logged in using ChatGPT'; exit 0; fi
   echo 'Not logged in' >&2; exit 1
+fi
+if [ "$1 $2" = "auth status" ]; then  # claude's own check, as 2.1.197 answers it
+  if [ -n "$FAKE_CLAUDE_LOGGED_OUT" ]; then echo '{{"loggedIn": false}}'; exit 1; fi
+  echo '{{"loggedIn": true, "authMethod": "api_key"}}'; exit 0
+fi
+if [ "$1" = -p ] && [ -z "$2" ]; then  # gemini 0.61: its auth checked, then no input
+  [ "$GEMINI_CLI_TRUST_WORKSPACE" = true ] || exit 55
+  if [ -n "$GOOGLE_GEMINI_BASE_URL" ]; then echo 'Invalid auth method selected.' >&2; exit 41; fi
+  echo 'No input provided via stdin.' >&2; exit 42
 fi
 echo "fake {name}: unexpected $*" >&2; exit 2
 """
@@ -307,7 +317,7 @@ def test_doctor_exits_1_naming_what_stops_a_loop(
     result = ralph("doctor", *flags, cwd=repo)
     assert result.code == 1
     assert "a loop cannot start here: git repository, provider openai" in result.out
-    assert "git repository: commit or stash them" in result.out
+    assert "git repository: `git stash` (then `git stash pop` after the loop)" in result.out
     assert "provider openai: check the key and the base URL variable" in result.out
     lines = result.out.splitlines()
     assert lines[0].split("\t") == ["area", "what", "status", "detail"]  # a pipe gets TSV
@@ -416,3 +426,90 @@ def test_a_check_s_colour_follows_its_status_not_whether_a_loop_can_start() -> N
     )
     text = out.getvalue()
     assert "\x1b[31mfail, target" in text and "\x1b[32mpass, target" in text, repr(text)
+
+
+# doctor tells the truth: the actor reaches its model ------------------------------------------
+
+
+def test_doctor_asks_gemini_itself_and_fails_the_actor_it_refuses(
+    ralph: RunCli, repo: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gemini 0.61 with GOOGLE_GEMINI_BASE_URL exits 41 ("Invalid auth method selected.") at
+    its first run, while its key made doctor call it ready and say "a loop can start here"."""
+    bin_dir = fake_bin(tmp_path / "bin", ["gemini"])
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-doctor-key-0000")
+    flags = ["-a", "gemini", "--reflector", "heuristic", "-t", CHECK, "--no-run"]
+    assert ralph("doctor", *flags, cwd=repo).code == 0  # its own check passes: exit 42
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", f"http://127.0.0.1:{closed_port()}")
+    result = ralph("doctor", *flags, cwd=repo)
+    assert result.code == 1
+    assert "a loop can start here" not in result.out
+    assert "a loop cannot start here: actor gemini" in result.out
+    found = {(f["area"], f["name"]): f for f in doctor_json(ralph, repo, flags)["findings"]}
+    assert found["actor", "gemini"]["status"] == "cannot reach its model"
+    assert "Invalid auth method selected." in found["actor", "gemini"]["detail"]
+    assert found["agent", "gemini"]["status"] == "cannot reach its model"
+
+
+def doctor_json(ralph: RunCli, repo: Path, flags: list[str]) -> dict[str, Any]:
+    result = ralph("doctor", *flags, "--json", cwd=repo)
+    assert result.out, result.err
+    data: dict[str, Any] = json.loads(result.out)
+    return data
+
+
+def test_an_unreachable_provider_the_auto_actor_uses_stops_the_loop(
+    ralph: RunCli, repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--actor auto` picked openai; doctor said "provider openai unreachable" beside "a loop
+    can start here", and the run spent 23 s on six retries before exit 2."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-doctor-openai-0000")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    result = ralph("doctor", "--reflector", "heuristic", "-t", CHECK, "--no-run", cwd=repo)
+    assert result.code == 1, result.out
+    assert "a loop can start here" not in result.out
+    assert "a loop cannot start here: provider openai" in result.out
+    with FakeProvider(default_text="ok") as fake:  # now it answers
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.environ()["OPENAI_BASE_URL"])
+        result = ralph("doctor", "--reflector", "heuristic", "-t", CHECK, "--no-run", cwd=repo)
+    assert result.code == 0, result.out
+    assert result.out.rstrip().endswith("a loop can start here")
+
+
+def test_doctor_says_when_an_agent_cli_is_newer_than_the_verified_one(
+    ralph: RunCli, repo: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.actors.verified import VERIFIED
+
+    bin_dir = fake_bin(tmp_path / "bin", ["claude", "codex"])
+    (bin_dir / "claude").write_text(
+        (bin_dir / "claude").read_text().replace("2.0.14 (Claude Code)", "2.2.0 (Claude Code)")
+    )
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-doctor-key-0000")
+    flags = ["-a", AGENT, "-t", CHECK, "--no-run"]
+    found = {(f["area"], f["name"]): f for f in doctor_json(ralph, repo, flags)["findings"]}
+    claude = VERIFIED["claude"][1]
+    assert (
+        f"2.2.0 (Claude Code) (newer than {claude}, the version ralph"
+        in (found["agent", "claude"]["detail"])
+    )
+    assert "newer than" not in found["agent", "codex"]["detail"]  # 0.46.0: older
+    assert found["agent", "claude"]["status"] == "ready"
+
+
+def test_init_suggests_only_an_actor_that_passed_its_own_check(
+    ralph: RunCli, repo: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = fake_bin(tmp_path / "bin", ["claude", "gemini"])
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-doctor-key-0000")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-doctor-key-0000")
+    monkeypatch.setenv("FAKE_CLAUDE_LOGGED_OUT", "1")  # claude's own check refuses
+    result = ralph("init", "--no-run", cwd=repo)
+    assert result.code == 0, result.err
+    assert "actor: gemini (found here)" in result.out
+    monkeypatch.delenv("FAKE_CLAUDE_LOGGED_OUT")
+    assert "actor: claude (found here)" in ralph("init", "--no-run", "--force", cwd=repo).out

@@ -78,10 +78,10 @@ def tracked(repo: Path, rev: str = "HEAD") -> list[str]:
 
 def test_dirty_tree_is_refused_naming_the_files(repo: Path) -> None:
     write(repo, "a.py", A_PY + "# edited\n")
-    write(repo, "notes.txt", "mine\n")
+    write(repo, "notes.txt", "mine\n")  # untracked: the user's, never a reason to refuse
     with pytest.raises(PreflightError) as caught:
         GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
-    assert "a.py" in caught.value.message and "notes.txt" in caught.value.message
+    assert "a.py" in caught.value.message and "notes.txt" not in caught.value.message
     assert caught.value.hint is not None and "--allow-dirty" in caught.value.hint
     assert git(repo, "branch", "--show-current") == "main"
 
@@ -89,6 +89,7 @@ def test_dirty_tree_is_refused_naming_the_files(repo: Path) -> None:
 def test_dirty_message_names_at_most_ten_files(repo: Path) -> None:
     for n in range(13):
         write(repo, f"new{n:02}.txt", "x\n")
+    git(repo, "add", "-A")  # staged: uncommitted changes
     with pytest.raises(PreflightError) as caught:
         GitWorkspace(repo).start_loop(LOOP, allow_dirty=False)
     assert "new09.txt" in caught.value.message and "new10.txt" not in caught.value.message
@@ -299,7 +300,7 @@ def test_restore_to_the_start_keeps_the_users_uncommitted_work(repo: Path) -> No
     workspace = GitWorkspace(repo)
     state = workspace.start_loop(LOOP, allow_dirty=True)
     assert state.base_commit != state.original_commit
-    write(repo, "notes.txt", "overwritten by the agent\n")
+    write(repo, "b.py", "changed by the agent\n")
     write(repo, "agent.py", "made by the agent\n")
     workspace.commit_iteration(f"ralph: {LOOP} iteration 1 reward 0.10")
 

@@ -177,4 +177,4 @@ def test_ralph_mcp_without_the_sdk_is_one_line_and_exit_2(
     monkeypatch.setitem(sys.modules, "mcp.server.fastmcp", None)
     result = ralph("mcp", cwd=tmp_path)
     assert result.code == 2 and "the MCP SDK is not installed" in result.err
-    assert "ralph-loop[mcp]" in result.err and "Traceback" not in result.err
+    assert "ralph-reflexion[mcp]" in result.err and "Traceback" not in result.err

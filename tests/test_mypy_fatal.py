@@ -268,7 +268,8 @@ def test_doctor_says_cannot_run_with_mypys_line(ralph: RunCli, tmp_path: Path) -
     agent = f"cmd:{sys.executable} -c pass"
     result = ralph("doctor", "-a", agent, "--json", cwd=root)
     (row,) = [f for f in json.loads(result.out)["findings"] if f["name"] == "mypy"]
-    assert row["status"] == "cannot run, guard" and row["ok"] is None
+    assert row["status"] == "cannot run, guard" and row["ok"] is False  # "can start" only
+    assert result.code == 1  # when every check can judge the attempts
     assert row["detail"].startswith(
         'mypy cannot run: tests/coerce.py: Duplicate module named "coer'
     )

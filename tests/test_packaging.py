@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import site
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -94,3 +96,25 @@ def test_editable_install_finds_package_data(tmp_path: Path, project: Path) -> N
     validate = run_installed(venv, project, "reflections", "validate")
     assert validate.returncode == 0, validate.stderr
     assert "4 valid, 0 invalid" in validate.stdout
+
+
+DISTRIBUTION = "ralph-reflexion"  # free on PyPI (2026-11-29); `ralph-loop` is another project
+INSTALL_HINT = re.compile(r"pip install [\"']([\w.-]+)\[([\w,]+)\]")
+
+
+def test_the_distribution_name_is_ours_and_every_install_hint_names_it() -> None:
+    """`ralph-loop` on the package index is another project (an autonomous development loop,
+    0.6.0): `pip install 'ralph-loop[mcp]'`, as ralph's hints said, installed someone else's
+    code. Every hint, doc and workflow names this project's distribution and a real extra."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DISTRIBUTION
+    extras = set(project["optional-dependencies"])
+    texts = [*(REPO / "ralph").rglob("*.py"), REPO / "README.md", *(REPO / "docs").rglob("*.md")]
+    texts += [*(REPO / "examples").rglob("*.yml"), REPO / "action.yml"]
+    hints = [m for path in texts for m in INSTALL_HINT.finditer(path.read_text())]
+    assert len(hints) >= 5
+    for hint in hints:
+        assert hint[1] == DISTRIBUTION, hint[0]
+        assert set(hint[2].split(",")) <= extras, hint[0]
+    for path in texts:
+        assert "ralph-loop[" not in path.read_text(), path

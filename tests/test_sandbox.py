@@ -77,7 +77,7 @@ def test_none_never_probes_bwrap_refuses_and_auto_warns_with_the_fix(
     assert refused.value.exit_code == 2 and "apt-get install bubblewrap" in str(refused.value.hint)
     path, warning = sandbox.resolve("auto")
     assert path is None and warning is not None
-    assert "without a sandbox" in warning and "ralph-loop[sandbox]" in warning
+    assert "without a sandbox" in warning and "ralph-reflexion[sandbox]" in warning
     assert "\n" not in warning
 
 

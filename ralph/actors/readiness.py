@@ -53,10 +53,14 @@ class AgentProbe:
     version: str | None
     credentials: Credentials | None
     install: str
+    reaches: bool | None = None  # its own auth check (reach.py): None when it has none
+    reach_detail: str = ""
+    reach_hint: str | None = None
 
     @property
     def ready(self) -> bool:
-        return self.path is not None and self.credentials is not None and self.credentials.ok
+        found = self.path is not None and self.credentials is not None and self.credentials.ok
+        return found and self.reaches is not False
 
 
 def version(binary: str, environ: Mapping[str, str], root: Path) -> str | None:

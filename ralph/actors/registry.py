@@ -12,11 +12,12 @@ from ralph.actors.agents import PRESETS, AgentActor, AgentChatClient
 from ralph.actors.base import Actor
 from ralph.actors.command import CommandActor
 from ralph.actors.llm import LLMActor, shown_messages
-from ralph.actors.readiness import AgentProbe, credentials, version
+from ralph.actors.reach import auth_check
+from ralph.actors.readiness import AgentProbe, Credentials, credentials, version
 from ralph.config import model_args
 from ralph.errors import ConfigError, PreflightError
 from ralph.providers.base import ChatClient
-from ralph.providers.registry import make_client, provider_available
+from ralph.providers.registry import make_client, probe_provider, provider_available
 
 PRESET_ORDER = ("claude", "codex", "aider", "gemini", "opencode")
 # Sensible current defaults when only the provider is named (`openai`, `anthropic:`).
@@ -119,9 +120,12 @@ def auto_actor(
     model: str | None = None,
     environ: Mapping[str, str] | None = None,
     base_dir: Path,
+    reachable: bool = False,
 ) -> Actor:
     """The first agent CLI on PATH that can run unattended (readiness.py: never one that would
-    wait for a login), else an LLM provider whose key is set."""
+    wait for a login), else an LLM provider whose key is set. `reachable` (`ralph init`'s
+    suggestion): only one that can reach its model too (its own auth check, reach.py; a
+    provider's endpoint answering)."""
 
     env = os.environ if environ is None else environ
     args = with_model(actor_args, model)
@@ -131,11 +135,16 @@ def auto_actor(
         if binary is None:
             continue
         found = credentials(name, env, root=base_dir, actor_args=args, binary=binary)
+        if found.ok and reachable:  # only for a suggestion: it takes a process start
+            reach = auth_check(name, binary, env, base_dir, source=found.source)
+            found = found if reach.ok is not False else Credentials(False, reach.detail)
         if found.ok:
             return AgentActor(PRESETS[name], actor_args=args, environ=environ, base_dir=base_dir)
         skipped.append(f"{name} ({found.source})")
     for provider, default in DEFAULT_MODELS.items():
-        if provider_available(provider, env):
+        if provider_available(provider, env) and not (
+            reachable and not probe_provider(provider, env).ok
+        ):
             return llm_actor(provider, model or default, environ=environ)
     if skipped:
         raise PreflightError(
@@ -193,7 +202,13 @@ def probe_agents(
         if path is None:
             return AgentProbe(name, None, None, None, preset.install)
         found = credentials(name, environ, root=root, actor_args=actor_args, binary=path)
-        return AgentProbe(name, path, version(path, environ, root), found, preset.install)
+        said = version(path, environ, root)
+        if not found.ok:
+            return AgentProbe(name, path, said, found, preset.install)
+        reach = auth_check(name, path, environ, root, source=found.source)
+        return AgentProbe(
+            name, path, said, found, preset.install, reach.ok, reach.detail, reach.hint
+        )
 
     with ThreadPoolExecutor(len(PRESET_ORDER), thread_name_prefix="ralph-probe") as pool:
         return list(pool.map(one, PRESET_ORDER))

@@ -159,7 +159,7 @@ def write_html(a: Analysis, path: Path) -> None:
     except ImportError:
         raise RalphError(
             "--html needs matplotlib, which is not installed",
-            hint="pip install 'ralph-loop[plot]'",
+            hint="pip install 'ralph-reflexion[plot]'",
         ) from None
     curves = [_curve(loop) for loop in a.loops]
     drawings: list[tuple[str, Callable[[Any], bool]]] = [

@@ -134,6 +134,7 @@ def say(*texts: str) -> None:
 
 def fail(error: RalphError) -> NoReturn:
     say(f"ralph: error: {error.message}", *([f"hint: {error.hint}"] if error.hint else []))
+    say(*error.after)  # a loop the error paused: `ralph resume`, and the way back
     sys.exit(error.exit_code)
 
 

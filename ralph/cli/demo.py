@@ -190,7 +190,7 @@ def require_tools() -> None:
     if missing:
         raise PreflightError(
             f"the demo needs {', '.join(missing)}",
-            hint="pip install 'ralph-loop[test]' (or pip install pytest mypy ruff)",
+            hint="pip install 'ralph-reflexion[test]' (or pip install pytest mypy ruff)",
         )
 
 

@@ -90,21 +90,42 @@ def diagnose(flags: dict[str, Any], *, run_checks: bool, show_progress: bool) ->
     with ThreadPoolExecutor(2, thread_name_prefix="ralph-doctor") as pool:
         agents_job = pool.submit(probe_agents, environ, root, actor_args=settings.actor_args)
         providers_job = pool.submit(probe_providers, environ)
-        rows += _actor_rows(settings, root, environ)
+        actor_rows, used = _actor_rows(settings, root, environ)
+        rows += actor_rows
         rows += _check_rows(settings, root, run=run_checks, show_progress=show_progress)
         agents, providers = agents_job.result(), providers_job.result()
+    rows = [_reached(row, agents) for row in rows]
     rows += _git_rows(settings, root, store)
     rows.append(_memory_row(store))
     rows.append(_sandbox_row(settings.sandbox))
     for probe in agents:
         rows.append(_agent_row(probe))
-    used = {settings.actor.split(":")[0], (settings.reflector or "").split(":")[0]}
-    for found in providers:
+    for found in providers:  # the actor's and the reflector's model: a loop needs it to answer
         rows.append(_provider_row(found, needed=found.name in used))
     return rows
 
 
-def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]:
+def _reached(row: Row, agents: list[Any]) -> Row:
+    """The actor's row, once its CLI's own auth check (actors/reach.py) said it cannot reach
+    its model: then no loop can start, whatever its credentials looked like."""
+    name = row.name.removesuffix(" (auto)")
+    probe = next((p for p in agents if p.name == name), None)
+    if row.area != "actor" or row.ok is not True or probe is None or probe.reaches is not False:
+        return row
+    return Row("actor", row.name, "cannot reach its model", probe.reach_detail, False,
+               probe.reach_hint)  # fmt: skip
+
+
+def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> tuple[list[Row], set[str]]:
+    """The actor's and the reflector's rows, and the providers whose models they call (auto
+    resolved): a provider that does not answer then stops a loop."""
+    rows, used = _actor_and_reflector(settings, root, environ)
+    return rows, {str(getattr(client, "provider", "")) for client in used}
+
+
+def _actor_and_reflector(
+    settings: Any, root: Path, environ: dict[str, str]
+) -> tuple[list[Row], list[Any]]:
     from ralph.actors.registry import describe_actor, make_actor
     from ralph.loop.assembly import make_reflector
 
@@ -118,16 +139,18 @@ def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]
         )
         actor.preflight()
     except RalphError as error:
-        return [Row("actor", settings.actor, "cannot run", error.message, False, error.hint)]
+        return [Row("actor", settings.actor, "cannot run", error.message, False, error.hint)], []
     chosen = f"{actor.name} (auto)" if settings.actor == "auto" else actor.name
     rows = [Row("actor", chosen, "ok", describe_actor(actor))]
+    used = [getattr(actor, "client", None)]
     timeout = settings.reflector_timeout
     limit = "no time limit" if not timeout else f"at most {timeout:g}s"
     try:
         reflector = make_reflector(settings, actor, root, environ)
     except RalphError as error:
         spec = settings.reflector or "default"
-        return [*rows, Row("reflector", spec, "cannot run", error.message, False, error.hint)]
+        failed = Row("reflector", spec, "cannot run", error.message, False, error.hint)
+        return [*rows, failed], used
     client = getattr(reflector, "client", None)
     if client is None:
         detail = "a heuristic reflection from the diagnostics (no model)"
@@ -135,7 +158,7 @@ def _actor_rows(settings: Any, root: Path, environ: dict[str, str]) -> list[Row]
     else:
         name = settings.reflector or f"{actor.name}'s model"
         detail = f"{getattr(client, 'model', '?')}, {limit} per reflection"
-    return [*rows, Row("reflector", name, "ok", detail)]
+    return [*rows, Row("reflector", name, "ok", detail)], [*used, client]
 
 
 def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) -> list[Row]:
@@ -178,7 +201,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
             if status == "error":  # the row's status says it cannot run; the detail says why
                 summary = why_not_run(outcome)
             detail = f"{summary} ({seconds:.1f}s); {outcome.spec.command}"
-            ok = None if status == "error" else True
+            ok = status != "error"  # a loop needs every check able to judge
             why = "it could not run on the untouched tree; see `ralph check`"
             if outcome.changed_files:  # put back already (evaluators/suite.blame_writers)
                 why = "it changed files in the tree (put back); a check must only look"
@@ -188,7 +211,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
                 f"{'cannot run' if status == 'error' else status}, {role}",
                 detail,
                 ok,
-                why if ok is None else None,
+                why if ok is False else None,
             )
         if evaluation.passed:
             rows["(all)"] = Row(
@@ -204,7 +227,7 @@ def _check_rows(settings: Any, root: Path, *, run: bool, show_progress: bool) ->
 
 def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     from ralph import process
-    from ralph.workspace.base import name_some
+    from ralph.workspace.base import DIRTY_HINT, name_some
     from ralph.workspace.git import GitWorkspace
     from ralph.workspace.locate import find_repo_root
 
@@ -229,19 +252,21 @@ def _git_rows(settings: Any, root: Path, store: MemoryStore) -> list[Row]:
     branch = process.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root).stdout.strip()
     on_loop = _loop_branch_row(store, branch)
     after = [on_loop] if on_loop else []
-    # a worktree loop starts from a fresh checkout of HEAD: only tracked edits matter, and warn
-    dirty = workspace.dirty_files(untracked=not settings.worktree)
+    # untracked files never stop a loop (they stay yours, never committed); a worktree loop
+    # starts from a fresh checkout of HEAD, so tracked edits only warn there
+    dirty = workspace.dirty_files(untracked=False)
+    untracked = len(workspace.dirty_files()) - len(dirty)
+    yours = f"; kept out of the loop: {plural(untracked, 'untracked file')}" if untracked else ""
     where = f"{branch or 'HEAD'} at {head[:12]}"
     if dirty and settings.worktree:
         missed = plural(len(dirty), "uncommitted edit")
         detail = f"{where}; the worktree starts without {missed} (--worktree)"
         return [Row("git", "repository", "ok", f"{detail}; {root}"), *after]
     if dirty and not settings.allow_dirty:
-        hint = "commit or stash them, or pass --allow-dirty to keep them in the loop"
-        detail = f"{where}; uncommitted: {name_some(dirty, 5)}"
-        return [Row("git", "repository", "dirty", detail, False, hint), *after]
+        detail = f"{where}; uncommitted: {name_some(dirty, 5)}{yours}"
+        return [Row("git", "repository", "dirty", detail, False, DIRTY_HINT), *after]
     state = f"{len(dirty)} uncommitted (--allow-dirty)" if dirty else "clean"
-    return [Row("git", "repository", "ok", f"{where}, {state}; {root}"), *after]
+    return [Row("git", "repository", "ok", f"{where}, {state}{yours}; {root}"), *after]
 
 
 def _loop_of_branch(store: MemoryStore, branch: str) -> LoopState | None:
@@ -332,10 +357,17 @@ def _sandbox_row(mode: str) -> Row:
 
 
 def _agent_row(probe: Any) -> Row:
+    from ralph.actors.reach import newer_than_verified
+
     if probe.path is None:
         return Row("agent", probe.name, "not installed", probe.install, None, command=True)
     version = probe.version or "version unknown"
+    if verified := newer_than_verified(probe.name, probe.version):
+        version += f" (newer than {verified}, the version ralph was verified with)"
     credentials = probe.credentials
+    if credentials.ok and probe.reaches is False:
+        detail = f"{version}; {credentials.source}; {probe.reach_detail}"
+        return Row("agent", probe.name, "cannot reach its model", detail, None, probe.reach_hint)
     if credentials.ok:
         return Row("agent", probe.name, "ready", f"{version}; {credentials.source}", None)
     detail = f"{version}; {credentials.source}"

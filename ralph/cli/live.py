@@ -357,12 +357,14 @@ def tail_command(text: str) -> tuple[str, str]:
 
 
 # final lines whose value is a command to copy (and, after `  # `, a comment on it)
-COMMAND_LABELS = ("review", "apply", "or", "drop", "memory", "switch")
+COMMAND_LABELS = ("review", "apply", "or", "drop", "memory", "switch", "resume")
 
 
 def next_steps(result: LoopResult) -> list[str]:
     """The final lines of a loop with a branch: where the work is and what to do with it."""
-    if not result.branch or result.status in ("paused", "running", "crashed"):
+    if result.status == "paused":  # Ctrl-C: it continues, or you go back
+        return result.way_back()
+    if not result.branch or result.status in ("running", "crashed"):
         return []
     best = result.best_commit
     at_tip = best is not None and result.best_iteration == result.iterations

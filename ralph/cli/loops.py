@@ -151,7 +151,8 @@ MemoryToolsFlag = Annotated[
         envvar="RALPH_MEMORY_TOOLS",
         show_default=False,
         help="Give an agent CLI that speaks MCP (claude, codex, gemini) ralph's memory as tools "
-        "it can call mid-attempt (`ralph mcp`); on when the extra ralph-loop[mcp] is installed.",
+        "it can call mid-attempt (`ralph mcp`); on when the extra ralph-reflexion[mcp] is "
+        "installed.",
     ),
 ]
 BOOLEAN_FLAGS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")

@@ -111,7 +111,7 @@ def _next_steps(out: Any, store: Any, config: Path) -> None:
         return os.path.relpath(path)
 
     try:
-        actor = f"actor: {auto_actor(base_dir=store.root).name} (found here)"
+        actor = f"actor: {auto_actor(base_dir=store.root, reachable=True).name} (found here)"
     except RalphError:
         actor = "no actor found yet: `ralph doctor` says what each one needs"
     files = f"{here(config)} {here(store.base / '.gitignore')}"

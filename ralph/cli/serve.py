@@ -22,7 +22,7 @@ def mcp_command(
     ] = None,
 ) -> None:
     """Serve ralph's memory (search_reflections, lessons_for, get_reflection, list_loops) as an
-    MCP server on stdin/stdout, read-only; needs the extra: pip install 'ralph-loop[mcp]'."""
+    MCP server on stdin/stdout, read-only; needs the extra: pip install 'ralph-reflexion[mcp]'."""
     from ralph.memory.server import serve
 
     if project is not None and not project.is_dir():

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from ralph import config
 from ralph.config import Settings
-from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
+from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, RalphError, StoreError
 from ralph.evaluators.base import JudgeContext
 from ralph.files import ACTOR_PYCACHE, atomic_write_text, bytecode_env, read_json
 from ralph.ids import new_loop_id, validate_loop_id
 from ralph.loop.lifecycle import save_state
-from ralph.loop.result import ABORTED_MESSAGE, LoopResult
+from ralph.loop.result import ABORTED_MESSAGE, LoopResult, way_back_of
 from ralph.loop.runner import LoopRunner
 from ralph.loop.steps import Parts, Reporter
 from ralph.memory.locks import same_process
@@ -175,6 +175,9 @@ def _guard_abort(store: MemoryStore, loop_id: str, reporter: Reporter, run: Any)
         )
         reporter.loop_finished(result)
         return result
+    except RalphError as error:  # paused once its branch exists: resume, and the way back
+        error.after = error.after or way_back_of(store, loop_id)
+        raise
 
 
 def intake(task: str, flags: dict[str, Any], cwd: Path | None) -> tuple[str, Path, Path, Settings]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,16 @@ class LoopResult:
             f"first   commit or unstage your staged changes ({mine}): apply stages only the "
             "loop's work, for a commit of its own"
         ]
+
+    def way_back(self) -> list[str]:
+        """A paused loop's last lines once its branch exists (an error, Ctrl-C): the command
+        that continues it, then the one back to where it started (the checkout stays on the
+        loop's branch, unless the loop has a worktree of its own)."""
+        if self.status != "paused" or not self.branch:
+            return []
+        base = self.base_branch or f"--detach {(self.base_commit or 'HEAD')[:12]}"
+        back = [] if self.worktree or self.restored else [f"switch  git switch {base}"]
+        return [f"resume  ralph resume {self.loop_id}", *back]
 
     @classmethod
     def of(
@@ -365,3 +376,19 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         else [],
         pruned=pruned_note(store, state.loop_id),
     )
+
+
+def way_back_of(store: MemoryStore, loop_id: str) -> tuple[str, ...]:
+    """`LoopResult.way_back` of a loop an error stopped (saved as paused); () when there is
+    no such loop, or no branch yet."""
+    try:
+        state = store.read_state(loop_id)
+    except RalphError:
+        return ()
+    from ralph.workspace.branches import Branches
+
+    lines = LoopResult.of(state, 2, "", reflections_dir="").way_back()
+    with contextlib.suppress(RalphError):  # the switch only while the loop's branch is here
+        if state.git and Branches(store.root).checked_out_here() != state.git.branch:
+            lines = [line for line in lines if not line.startswith("switch ")]
+    return tuple(lines)

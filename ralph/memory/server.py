@@ -1,5 +1,5 @@
 """`ralph mcp`: the memory's four tools (memory/tools.py) as an MCP server over stdio, built on
-the official Python SDK (the optional extra `ralph-loop[mcp]`), so an agent can ask mid-attempt
+the official Python SDK (the optional extra `ralph-reflexion[mcp]`), so an agent can ask mid-attempt
 whether a failure was met before and what worked.
 
 Read-only: no tool writes a record (the search index, a cache, is brought up to date as
@@ -27,7 +27,7 @@ INSTRUCTIONS = (
     "the root cause, the lessons). Ask it when you meet a failure you do not understand: "
     "search_reflections for words of the error, lessons_for with the failing output."
 )
-INSTALL_HINT = "pip install 'ralph-loop[mcp]' (the MCP Python SDK, mcp>=1.10,<2)"
+INSTALL_HINT = "pip install 'ralph-reflexion[mcp]' (the MCP Python SDK, mcp>=1.10,<2)"
 
 
 def server_command(root: Path) -> list[str]:

@@ -111,6 +111,13 @@ def probe_providers(
         return list(pool.map(lambda name: _probe(name, env, timeout), PROVIDERS))
 
 
+def probe_provider(
+    name: str, environ: Mapping[str, str], *, timeout: float = PROBE_TIMEOUT
+) -> ProviderProbe:
+    """One provider's probe (`probe_providers`): for `ralph init`'s suggested actor."""
+    return _probe(name, environ, timeout)
+
+
 def _probe(name: str, env: Mapping[str, str], timeout: float) -> ProviderProbe:
     if name == "openai":
         key, base = _get(env, "OPENAI_API_KEY"), _get(env, "OPENAI_BASE_URL")

@@ -41,6 +41,14 @@ ACTION_TYPES: dict[str, ActionType] = {
 }
 
 
+# changes to tracked files only: `git stash` takes exactly those (and leaves untracked files,
+# which never stop a loop), `git stash pop` brings them back
+DIRTY_HINT = (
+    "`git stash` (then `git stash pop` after the loop), or `git commit -am WIP`; or pass "
+    "--allow-dirty to start the loop from them (untracked files never need this)"
+)
+
+
 @dataclass
 class FileChange:
     path: str
@@ -143,8 +151,8 @@ class GitState:
             else f"git switch --detach {(self.original_commit or 'HEAD')[:12]}"
         )
         return (
-            f"your uncommitted changes on {where} are saved as they were (staged, unstaged, "
-            f"untracked) in `git stash list`; "
+            f"your uncommitted changes on {where} are saved as they were (staged and "
+            f"unstaged) in `git stash list`; "
             + ("the loop gives them back when it ends, or: " if held else "to get them back: ")
             + f"{switch} && git stash apply --index {self.user_changes[:12]}"
         )

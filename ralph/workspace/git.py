@@ -22,7 +22,7 @@ from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
 from ralph.workspace import contention, ignored
-from ralph.workspace.base import ChangeSet, GitState, GivenBack, name_some
+from ralph.workspace.base import DIRTY_HINT, ChangeSet, GitState, GivenBack, name_some
 from ralph.workspace.locate import find_repo_root
 from ralph.workspace.reclaim import reclaim
 from ralph.workspace.stash import give_back, stash_user_changes
@@ -155,7 +155,9 @@ class GitWorkspace:
                 os.environ.get("HOME"),
             )
             sources.append(self._git_path("info/exclude"))
-            ignored.write_snapshot(path, self._git.toplevel, self._git.names, sources)
+            users = ignored.untracked_at_start(self._git.names, self._trees.exclude)
+            top = self._git.toplevel  # at a resume an untracked file may be an attempt's: rescued
+            ignored.write_snapshot(path, top, self._git.names, sources, users if fresh else [])
         self._git.env.update(ignored.config_env(path))
         self._trees.ignored = path
 
@@ -240,11 +242,11 @@ class GitWorkspace:
                 "the git repository has no commits yet",
                 hint="commit something first (git commit --allow-empty -m init), or use --no-git",
             )
-        dirty = self.dirty_files()
+        dirty = self.dirty_files(untracked=False)  # untracked files stay yours, out of the loop
         if dirty and not allow_dirty:
             raise PreflightError(
                 f"the working tree has uncommitted changes: {name_some(dirty, 10)}",
-                hint="commit or stash them first, or pass --allow-dirty to keep them in the loop",
+                hint=DIRTY_HINT,
             )
         branch = loop_branch(loop_id)
         exists = self._git.ok("rev-parse", "-q", "--verify", f"refs/heads/{branch}")

@@ -7,20 +7,27 @@ rebased onto the top of the work tree) and, last so no later rule re-includes th
 git ignored then, are written to `<git dir>/ralph/<loop-id>/exclude`: in the git directory, so
 no commit can hold it and `resume` finds it again. ralph's own git commands read it as
 `core.excludesFile` (`config_env`), and `GitWorkspace` takes out of each commit what matches it
-anyway (an agent's `!pattern` or `git add -f`).
+anyway (an agent's `!pattern` or `git add -f`). The untracked, unignored files present at the
+start are listed there too (`untracked_at_start`): they are the user's, so a loop starts with
+them present, never commits them, and a rollback never removes them; a file the agent creates
+later is not listed, and is the loop's work.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from ralph.files import write_atomically
-from ralph.workspace.tree_walk import TOOL_RULES
+from ralph.workspace.tree_walk import TOOL_RULES, is_tool_file
 
+MAX_LISTED = 2000  # untracked files listed one by one; beyond, wholly untracked folders whole
 Names = Callable[..., list[str]]  # Git.names: NUL-separated output of a git command
-HEADER = "# ralph: what git ignored when this loop started (rules, then the ignored paths)\n"
+HEADER = (
+    "# ralph: what git ignored when this loop started (rules, then the ignored paths), "
+    "then the untracked files that were there\n"
+)
 
 
 def exclude_path(git_dir_path: Callable[[str], Path], loop_id: str) -> Path:
@@ -28,10 +35,13 @@ def exclude_path(git_dir_path: Callable[[str], Path], loop_id: str) -> Path:
     return git_dir_path(f"ralph/{loop_id}/exclude")
 
 
-def write_snapshot(path: Path, top: Path, names: Names, sources: list[Path]) -> None:
+def write_snapshot(
+    path: Path, top: Path, names: Names, sources: list[Path], users: Sequence[str] = ()
+) -> None:
     """Record what tools keep for themselves (`tree_walk.TOOL_RULES`: no `git add -A` of
     ralph's picks up a bytecode file), the ignore rules of `sources` and of every
-    `.gitignore`, then the ignored paths."""
+    `.gitignore`, then the ignored paths, then `users`: the untracked files that were there
+    when the loop started (a notes file, the user's agent script), which stay the user's."""
     lines = [HEADER, *(f"{rule}\n" for rule in TOOL_RULES)]  # tools' own files: never work
     for source in sources:
         lines += _rules(source, "")
@@ -44,6 +54,7 @@ def write_snapshot(path: Path, top: Path, names: Names, sources: list[Path]) -> 
         lines += _rules(top / name, "" if parent == "." else parent)
     entries = names("status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=normal")
     lines += [literal(entry[3:]) + "\n" for entry in entries if entry.startswith("!! ")]
+    lines += [literal(name) + "\n" for name in users]
     write_atomically(path, "".join(line for line in lines if _encodable(line)))
 
 
@@ -118,3 +129,15 @@ def global_sources(config_path: str, xdg: str | None, home: str | None) -> list[
     if xdg:
         return [Path(xdg) / "git" / "ignore"]
     return [Path(home) / ".config" / "git" / "ignore"] if home else []
+
+
+def untracked_at_start(names: Names, exclude: str) -> list[str]:
+    """The untracked files git does not ignore, one by one (`exclude`: ralph's memory, as a
+    pathspec), but not what tools keep for themselves (already among the rules). Beyond
+    `MAX_LISTED` files (git matches every path against every line), a folder wholly untracked
+    is one line (`dir/`), so a file the agent adds there stays out of the loop's commits too."""
+    query = ("ls-files", "-z", "--others", "--exclude-standard")
+    found = names(*query, "--", ".", exclude)
+    if len(found) > MAX_LISTED:
+        found = names(*query, "--directory", "--no-empty-directory", "--", ".", exclude)
+    return [name for name in found if not is_tool_file(name)]

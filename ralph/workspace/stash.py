@@ -1,21 +1,22 @@
 """A user's uncommitted work kept as a stash entry when a loop starts over it (`--allow-dirty`),
-without touching a file or the user's index; given back, exactly, when the loop ends."""
+without touching a file or the user's index; given back, exactly, when the loop ends. Untracked
+files are never in it: they stay where they are (`ignored.untracked_at_start`)."""
 
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from pathlib import Path
 
 from ralph.workspace.base import GitState, GivenBack
-from ralph.workspace.trees import Trees, in_chunks
+from ralph.workspace.trees import Trees
 
 
 def stash_user_changes(trees: Trees, where: str) -> str:
-    """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged),
-    the work tree, and the untracked files apart, like `git stash push -u` would keep them,
-    but without touching a file. On your branch, `git stash apply --index` brings back what
-    was staged as staged, unstaged as unstaged and untracked as untracked."""
+    """Your uncommitted work exactly as it is, as a stash entry: the index (what you staged)
+    and the work tree, like `git stash push` would keep them, but without touching a file. On
+    your branch, `git stash apply --index` brings back what was staged as staged and unstaged
+    as unstaged. Untracked files are not in it: they stay in place, yours, never the loop's
+    (`ignored.untracked_at_start`)."""
     git = trees.git
     head = git.rev("HEAD") or ""
     index_tree = git.text("write-tree")  # the user's own index, as it is
@@ -23,19 +24,8 @@ def stash_user_changes(trees: Trees, where: str) -> str:
     with trees.scratch() as env:
         git.run("add", "-u", "--", ".", trees.exclude, env=env)
         work_tree = git.text("write-tree", env=env)
-    untracked = git.names(
-        "ls-files", "--others", "--exclude-standard", "-z", "--", ".", trees.exclude
-    )
-    parents = [head, index]
-    if untracked:
-        with tempfile.TemporaryDirectory(prefix="ralph-index-") as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            for chunk in in_chunks(untracked):
-                git.run("add", "-f", "--", *chunk, env=env)
-            tree = git.text("write-tree", env=env)
-        parents.append(trees.commit(tree, [], f"untracked files on {where}"))
     message = f"ralph: uncommitted changes on {where}"
-    stash = trees.commit(work_tree, parents, message)
+    stash = trees.commit(work_tree, [head, index], message)
     git.run("stash", "store", "-m", message, stash)
     return stash
 
@@ -55,7 +45,7 @@ def give_back(trees: Trees, state: GitState) -> GivenBack | None:
         return None  # given back already (or dropped by the user)
     kept = GivenBack(state.user_changes_note(held=False) or "", restored=False)
     where = state.original_branch or state.original_commit[:12]
-    if git.current_branch() != state.branch or trees.dirty():
+    if git.current_branch() != state.branch or trees.dirty(untracked=False):  # untracked: yours
         return kept
     branch = state.original_branch
     if branch and git.rev(f"refs/heads/{branch}") != state.original_commit:
@@ -80,8 +70,8 @@ def give_back(trees: Trees, state: GitState) -> GivenBack | None:
     if saved in entries:  # wherever newer entries have pushed it
         git.run("stash", "drop", "-q", f"stash@{{{entries.index(saved)}}}")
     return GivenBack(
-        f"back on {where} with your uncommitted changes as they were (staged, unstaged, "
-        f"untracked); the loop's work is on {state.branch}",
+        f"back on {where} with your uncommitted changes as they were (staged and unstaged; "
+        f"untracked files never left); the loop's work is on {state.branch}",
         restored=True,
     )
 

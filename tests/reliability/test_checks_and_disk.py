@@ -67,11 +67,14 @@ def test_a_full_disk_is_a_clear_error_without_partial_files(ralph: RunCli, proje
         timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
-    error = proc.stderr.strip().splitlines()
-    assert error[-2].startswith("ralph: error: cannot write ") and "too large" in error[-2]
-    assert error[-1].startswith("hint: free disk space") and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ralph: error: "))
+    error = lines[at : at + 2]  # then the way back: `ralph resume`, `git switch main`
+    assert error[0].startswith("ralph: error: cannot write ") and "too large" in error[0]
+    assert error[1].startswith("hint: free disk space") and "Traceback" not in proc.stderr
     store = MemoryStore(project)
     loop_id = store.loop_ids()[0]
+    assert lines[at + 2 :] == [f"resume  ralph resume {loop_id}", "switch  git switch main"]
     state = store.read_state(loop_id)
     assert state.status == "paused" and (state.stop_reason or "").startswith("error: cannot")
     assert_invariants(project, finished=False)  # includes: no temporary file left

@@ -174,15 +174,16 @@ def test_allow_dirty_then_the_printed_commands_bring_only_the_agents_change(
     assert result.code == 0, result.err
     loop_id = json.loads(result.out)["loop_id"]
     lines = result.err.splitlines()
-    assert any(line.startswith("yours   back on main") for line in lines), result.err
+    # only untracked files: nothing was stashed, nothing to give back; they never left
+    assert not any(line.startswith("yours   ") for line in lines), result.err
     assert "changed: 1 file: calc.py" in result.err
     apply = next(line for line in lines if line.startswith("apply   "))
-    assert apply == f"apply   ralph apply {loop_id}", "nothing to switch: the loop gave it back"
-    assert not any("git merge --squash" in line for line in lines)
+    assert apply == f"apply   git switch main && ralph apply {loop_id}"
     assert readme.read_bytes() == b"# calc\r\nmy uncommitted edit \xe2\x9c\x93\n"
     assert notes.read_bytes() == b"private notes\n\x00binary tail"
     assert notes.stat().st_mode & 0o777 == 0o600
-    applied = ralph(*apply.removeprefix("apply   ").split()[1:], cwd=project)
+    git(project, "switch", "-q", "main")
+    applied = ralph(*apply.split("&& ")[1].split()[1:], cwd=project)
     assert applied.code == 0, applied.err
     assert "1 file, staged" in applied.out and "NOTES.txt" not in applied.out
     assert git(project, "diff", "--cached", "--name-only") == "calc.py"
@@ -240,6 +241,7 @@ def test_abort_of_a_dead_allow_dirty_loop_gives_the_users_tree_back(
     """A loop killed mid-attempt ends by `ralph abort`: that end gives back what the loop held
     (the user's branch and uncommitted work), as a loop ending on its own does."""
     (project / "untracked.txt").write_text("mine\n")
+    (project / "calc.py").write_text(VERSIONS["half"])  # a tracked edit: the loop holds it
     plan(project, {"default": {"kill": True}})
     arm("actor")
     code, _, err = finish(start(project, *heuristic("--allow-dirty")))
@@ -251,5 +253,7 @@ def test_abort_of_a_dead_allow_dirty_loop_gives_the_users_tree_back(
     assert "yours   back on main with your uncommitted changes" in aborted.out
     assert git(project, "symbolic-ref", "--short", "HEAD") == "main"
     assert (project / "untracked.txt").read_text() == "mine\n"
-    assert git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg") == "?? untracked.txt"
+    assert (project / "calc.py").read_text() == VERSIONS["half"]
+    status = git(project, "status", "--porcelain", "--", ".", ":(exclude).aiwg").splitlines()
+    assert sorted(line.strip() for line in status) == ["?? untracked.txt", "M calc.py"]
     assert git(project, "stash", "list") == ""
