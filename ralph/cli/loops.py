@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from typing import Annotated, Any
 
 import typer
@@ -171,26 +173,33 @@ def run_flags(**flags: Any) -> dict[str, Any]:
     return flags
 
 
-def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool]:
-    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
+def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool, Any]:
+    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET; and the settings,
+    read once before the loop starts (the loop's `notify` is these, never the tree's at its end)."""
     from ralph import config
     from ralph.loop import assembly as runner
 
     settings = config.load(memory(runner.project_root()).root, flags)
-    return as_json or settings.json, quiet or settings.quiet
+    return as_json or settings.json, quiet or settings.quiet, settings
 
 
-def finish_loop(result: Any, as_json: bool, flags: dict[str, Any] | None = None) -> None:
-    from ralph import config
+def finish_loop(result: Any, as_json: bool, settings: Any = None) -> None:
+    """The loop's end: `--notify` with the settings the loop started with (none: no notice)."""
     from ralph.cli.notify import notify
-    from ralph.loop import assembly as runner
 
-    settings = config.load(memory(runner.project_root()).root, flags or {})
-    if settings.notify:
+    if settings is not None and settings.notify:
         notify(result, settings.notify_command)
     if as_json:
         show(result, as_json=True)
     raise typer.Exit(result.exit_code)
+
+
+def _resumed_settings(loop_id: str, notify: bool) -> Any:
+    """A resumed loop's settings as its state stores them (read when it started), `--notify`
+    and RALPH_NOTIFY_COMMAND (the user's own environment) added."""
+    settings = memory().read_state(loop_id).settings
+    command = os.environ.get("RALPH_NOTIFY_COMMAND", "").strip() or settings.notify_command
+    return dataclasses.replace(settings, notify=notify or settings.notify, notify_command=command)
 
 
 def run(
@@ -343,13 +352,13 @@ def run(
         **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
         memory_tools=memory_tools,
     )  # fmt: skip
-    as_json, quiet = _output_mode(flags, as_json, quiet)
+    as_json, quiet, settings = _output_mode(flags, as_json, quiet)
     if dry_run:
         from ralph.cli.preview import show_preview
 
         raise typer.Exit(show_preview(task, flags, as_json=as_json))
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
-    finish_loop(result, as_json, flags)
+    finish_loop(result, as_json, settings)
 
 
 def resume(
@@ -393,7 +402,7 @@ def resume(
     flags = {"max_iterations": max_iterations, "allow_test_edits": allow_test_edits or None}
     flags |= sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env)
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
-    finish_loop(result, as_json, {"notify": notify or None})
+    finish_loop(result, as_json, _resumed_settings(result.loop_id, notify))
 
 
 def status(

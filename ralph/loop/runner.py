@@ -95,7 +95,7 @@ class LoopRunner:
     _policy: StopPolicy | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self._guard = MemoryGuard(self.store)
+        self._guard = MemoryGuard(self.store, self.workdir)
         own: list[Hook] = [
             RecordWriter(self.store),  # a record before the state that counts it
             StateWriter(self.store),
@@ -374,6 +374,8 @@ class LoopRunner:
     def _guard_memory(self, state: LoopState) -> None:
         """The actor can write anywhere in the tree: put ralph's records and state back."""
         changed = self._guard.restore(self.records)
+        for note in self._guard.settings():  # never obeyed: loop/planted.py
+            self.reporter.note(f"iteration {state.iteration + 1}: {note}")
         if self._guard.state_touched(state.loop_id):
             self._save(state)
         if changed:
