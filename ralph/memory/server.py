@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from io import TextIOWrapper
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +98,6 @@ async def _serve_stdio(server: FastMCP) -> None:
     """The SDK's stdio transport, but a line that does not parse is answered here, never
     handed to the session as an exception (the SDK's gets no reply, and end of input right
     after one ended in an ExceptionGroup)."""
-    from io import TextIOWrapper
-
     import anyio
     from mcp import types
     from mcp.shared.message import SessionMessage
