@@ -13,6 +13,7 @@ from ralph.cli.common import (
     ConfigOpt,
     JsonFlag,
     LoopArg,
+    NotifyFlag,
     OptionalLoopArg,
     complete_loop_id,
     console,
@@ -156,6 +157,17 @@ MemoryToolsFlag = Annotated[
         "it can call mid-attempt (`ralph mcp`); on when the extra ralph-loop[mcp] is installed.",
     ),
 ]
+EscalateFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--escalate/--no-escalate",
+        envvar="RALPH_ESCALATE",
+        show_default=False,
+        help="Offer the agent the escalation exit: a final line `RALPH-ESCALATE: <reason>` "
+        "stops the loop for a person (status needs_human, exit 5) unless the checks pass. On "
+        "by default.",
+    ),
+]
 BOOLEAN_FLAGS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
 BOOLEAN_FLAGS += ("quiet", "notify", "allow_test_edits")
 
@@ -174,8 +186,7 @@ def run_flags(**flags: Any) -> dict[str, Any]:
 
 
 def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool, Any]:
-    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET; and the settings,
-    read once before the loop starts (the loop's `notify` is these, never the tree's at its end)."""
+    """--json and --quiet (or config, RALPH_JSON / RALPH_QUIET), and the loop's settings."""
     from ralph import config
     from ralph.loop import assembly as runner
 
@@ -184,7 +195,7 @@ def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[boo
 
 
 def finish_loop(result: Any, as_json: bool, settings: Any = None) -> None:
-    """The loop's end: `--notify` with the settings the loop started with (none: no notice)."""
+    """`--notify` with the settings the loop started with, never the tree's at its end."""
     from ralph.cli.notify import notify
 
     if settings is not None and settings.notify:
@@ -195,8 +206,7 @@ def finish_loop(result: Any, as_json: bool, settings: Any = None) -> None:
 
 
 def _resumed_settings(loop_id: str, notify: bool) -> Any:
-    """A resumed loop's settings as its state stores them (read when it started), `--notify`
-    and RALPH_NOTIFY_COMMAND (the user's own environment) added."""
+    """A resumed loop's settings as stored at its start, `--notify` and the user's variable."""
     settings = memory().read_state(loop_id).settings
     command = os.environ.get("RALPH_NOTIFY_COMMAND", "").strip() or settings.notify_command
     return dataclasses.replace(settings, notify=notify or settings.notify, notify_command=command)
@@ -296,6 +306,7 @@ def run(
     ] = False,
     allow_test_edits: AllowTestEditsFlag = False,
     memory_tools: MemoryToolsFlag = None,
+    escalate: EscalateFlag = None,
     worktree: Annotated[
         bool,
         _flag("--worktree", "Work in a new git worktree, so several loops share one repository."),
@@ -313,15 +324,7 @@ def run(
             "[env var: RALPH_SUCCESS=strict]",
         ),
     ] = False,
-    notify: Annotated[
-        bool,
-        typer.Option(
-            "--notify",
-            envvar="RALPH_NOTIFY",
-            help="Say when the loop ends: the terminal bell and a desktop notification "
-            "(notify-send, osascript), or `notify_command` from the config.",
-        ),
-    ] = False,
+    notify: NotifyFlag = False,
     config_file: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     sandbox_network: SandboxNetworkOpt = None,
@@ -350,7 +353,7 @@ def run(
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
         config=config_file, notify=notify, allow_test_edits=allow_test_edits,
         **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
-        memory_tools=memory_tools,
+        memory_tools=memory_tools, escalate=escalate,
     )  # fmt: skip
     as_json, quiet, settings = _output_mode(flags, as_json, quiet)
     if dry_run:
@@ -379,15 +382,7 @@ def resume(
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     allow_test_edits: AllowTestEditsFlag = False,
-    notify: Annotated[
-        bool,
-        typer.Option(
-            "--notify",
-            envvar="RALPH_NOTIFY",
-            help="Say when the loop ends: the terminal bell and a desktop notification "
-            "(notify-send, osascript), or `notify_command` from the config.",
-        ),
-    ] = False,
+    notify: NotifyFlag = False,
     sandbox: SandboxOpt = None,
     sandbox_network: SandboxNetworkOpt = None,
     sandbox_write: SandboxWriteOpt = None,

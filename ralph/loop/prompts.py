@@ -45,6 +45,7 @@ def actor_prompt_context(
     reverted: Mapping[str, Any] | None = None,
     protected_edits: Sequence[str] = (),
     memory_tools: bool = False,
+    escalate: bool = False,
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
     topic = topic_words(task, evaluation) if evaluation is not None else frozenset()
@@ -79,6 +80,8 @@ def actor_prompt_context(
         "has_protected_edits": bool(protected_edits),
         # the agent can call ralph's memory itself (`ralph mcp`, wired by assembly.build_parts)
         "memory_tools": bool(memory_tools),
+        # the escalation exit is offered (loop/escalation.py; off with --no-escalate)
+        "escalate": bool(escalate),
     }
 
 
