@@ -34,7 +34,7 @@ DURATION_KEYS = (
     "reflector_timeout",
 )
 BOOLEAN_KEYS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
-BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits", "memory_tools")
+BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits", "memory_tools", "escalate")
 
 
 def validate_role(value: Any, where: str) -> Role | None:
@@ -108,6 +108,8 @@ class Settings:
     allow_test_edits: bool = False
     # an agent CLI that speaks MCP gets `ralph mcp` (the memory's tools) in each attempt
     memory_tools: bool = True
+    # the prompt offers the escalation exit, `RALPH-ESCALATE: <reason>` (loop/escalation.py)
+    escalate: bool = True
     worktree: bool = False
     # a shell command run in each new worktree before its baseline (`make version`)
     worktree_setup: str | None = None

@@ -43,6 +43,7 @@ class LoopAborted(KeyboardInterrupt):
 
 
 EXIT_ABORTED = 4
+EXIT_FOR_PERSON = 5  # stopped for a person, resumable (an escalation, a usage limit)
 
 
 def one_line(exc: BaseException) -> str:

@@ -354,6 +354,8 @@ class RalphExtension:
     # test files (and pytest configuration) the attempt edited, put back before the checks ran
     # (loop/protect.py): the edit did not count; the diff is in NNN/test-edits.diff
     protected_test_edits: list[str] | None = None
+    # the agent's `RALPH-ESCALATE: <reason>` (loop/escalation.py): it asked for a person
+    escalation: str | None = None
 
 
 @dataclass

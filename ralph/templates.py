@@ -98,3 +98,14 @@ def cap(text: str, limit: int) -> str:
 def estimate_tokens(text: str) -> int:
     """Rough token count (4 characters a token): good enough to bound a prompt's size."""
     return math.ceil(len(text) / 4)
+
+
+FENCE_RUN = re.compile(r"`{3,}")
+
+
+def fence(*texts: str) -> str:
+    """A code fence longer than any run of backticks in `texts` (at least three), so notes
+    from past attempts quoted between two of them cannot close the quote and speak as the
+    prompt (they are data, never instructions)."""
+    longest = max((len(m.group()) for t in texts for m in FENCE_RUN.finditer(t)), default=2)
+    return "`" * max(3, longest + 1)

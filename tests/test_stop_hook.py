@@ -44,6 +44,7 @@ def stop(
     """The hook as Claude Code runs it: its JSON on stdin, from a directory of its choosing."""
     data = {"session_id": "s1", "hook_event_name": "Stop", "cwd": str(cwd)}
     data["stop_hook_active"] = active  # type: ignore[assignment]
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(cwd))  # Claude Code names the project
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(data)))
     return ralph("hook", "claude-stop", *args, cwd=where)
 

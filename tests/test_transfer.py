@@ -105,7 +105,7 @@ def test_imported_loop_without_state_is_listed_analysed_searched_and_taught(
         current_errors=[],
         fingerprint=record["ralph"]["error_fingerprint"],
     )
-    assert lessons and lessons[0].source == f"{EXAMPLE_LOOP}#1"
+    assert lessons and lessons[0].source == f"{EXAMPLE_LOOP}#1, imported from memory.zip"
 
 
 def test_import_from_a_folder_and_another_repository(

@@ -57,6 +57,15 @@ IterationArg = Annotated[
     int | None,
     typer.Argument(metavar="ITERATION", help="Iteration number; default the last one.", min=0),
 ]
+NotifyFlag = Annotated[
+    bool,
+    typer.Option(
+        "--notify",
+        envvar="RALPH_NOTIFY",
+        help="Say when the loop ends: the terminal bell and a desktop notification "
+        "(notify-send, osascript), or `notify_command` from the config.",
+    ),
+]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(

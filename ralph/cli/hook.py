@@ -4,6 +4,7 @@ project's `.claude/settings.json`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -32,15 +33,24 @@ def claude_stop(
             help="Let Claude stop after this many blocked stops in a row.",
         ),
     ] = 5,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            metavar="DIR",
+            help="The project the hook serves (default: $CLAUDE_PROJECT_DIR, else here); a "
+            "`cwd` outside it is refused.",
+        ),
+    ] = None,
 ) -> None:
     """Claude Code's Stop hook: reads the hook's JSON on stdin, runs ralph's checks in its
     `cwd`; blocks the stop with the failing checks' diagnostics, lets it happen when they pass."""
 
-    from ralph.loop.stop_hook import decide, parse_input
+    from ralph.loop.stop_hook import decide, hook_project, parse_input, read_input
 
-    hook = parse_input(sys.stdin.read())  # unreadable input: one line, exit 2
+    hook = parse_input(read_input(sys.stdin))  # unreadable or too large: one line, exit 2
     try:
-        answer = decide(hook, max_blocks=max_blocks)
+        answer = decide(hook, max_blocks=max_blocks, project=hook_project(project, os.environ))
     except RalphError as error:  # the checks cannot run: never trap Claude on ralph's problem
         message = f"ralph: error: {clean(error.message)}"
         sys.stderr.write(message + "\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from typing import Annotated, Any
 
 import typer
@@ -11,6 +13,7 @@ from ralph.cli.common import (
     ConfigOpt,
     JsonFlag,
     LoopArg,
+    NotifyFlag,
     OptionalLoopArg,
     complete_loop_id,
     console,
@@ -155,6 +158,17 @@ MemoryToolsFlag = Annotated[
         "installed.",
     ),
 ]
+EscalateFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--escalate/--no-escalate",
+        envvar="RALPH_ESCALATE",
+        show_default=False,
+        help="Offer the agent the escalation exit: a final line `RALPH-ESCALATE: <reason>` "
+        "stops the loop for a person (status needs_human, exit 5) unless the checks pass. On "
+        "by default.",
+    ),
+]
 BOOLEAN_FLAGS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
 BOOLEAN_FLAGS += ("quiet", "notify", "allow_test_edits")
 
@@ -172,26 +186,31 @@ def run_flags(**flags: Any) -> dict[str, Any]:
     return flags
 
 
-def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool]:
-    """--json and --quiet, or their config keys and RALPH_JSON / RALPH_QUIET."""
+def _output_mode(flags: dict[str, Any], as_json: bool, quiet: bool) -> tuple[bool, bool, Any]:
+    """--json and --quiet (or config, RALPH_JSON / RALPH_QUIET), and the loop's settings."""
     from ralph import config
     from ralph.loop import assembly as runner
 
     settings = config.load(memory(runner.project_root()).root, flags)
-    return as_json or settings.json, quiet or settings.quiet
+    return as_json or settings.json, quiet or settings.quiet, settings
 
 
-def finish_loop(result: Any, as_json: bool, flags: dict[str, Any] | None = None) -> None:
-    from ralph import config
+def finish_loop(result: Any, as_json: bool, settings: Any = None) -> None:
+    """`--notify` with the settings the loop started with, never the tree's at its end."""
     from ralph.cli.notify import notify
-    from ralph.loop import assembly as runner
 
-    settings = config.load(memory(runner.project_root()).root, flags or {})
-    if settings.notify:
+    if settings is not None and settings.notify:
         notify(result, settings.notify_command)
     if as_json:
         show(result, as_json=True)
     raise typer.Exit(result.exit_code)
+
+
+def _resumed_settings(loop_id: str, notify: bool) -> Any:
+    """A resumed loop's settings as stored at its start, `--notify` and the user's variable."""
+    settings = memory().read_state(loop_id).settings
+    command = os.environ.get("RALPH_NOTIFY_COMMAND", "").strip() or settings.notify_command
+    return dataclasses.replace(settings, notify=notify or settings.notify, notify_command=command)
 
 
 def run(
@@ -288,6 +307,7 @@ def run(
     ] = False,
     allow_test_edits: AllowTestEditsFlag = False,
     memory_tools: MemoryToolsFlag = None,
+    escalate: EscalateFlag = None,
     worktree: Annotated[
         bool,
         _flag("--worktree", "Work in a new git worktree, so several loops share one repository."),
@@ -305,15 +325,7 @@ def run(
             "[env var: RALPH_SUCCESS=strict]",
         ),
     ] = False,
-    notify: Annotated[
-        bool,
-        typer.Option(
-            "--notify",
-            envvar="RALPH_NOTIFY",
-            help="Say when the loop ends: the terminal bell and a desktop notification "
-            "(notify-send, osascript), or `notify_command` from the config.",
-        ),
-    ] = False,
+    notify: NotifyFlag = False,
     config_file: ConfigOpt = None,
     sandbox: SandboxOpt = None,
     sandbox_network: SandboxNetworkOpt = None,
@@ -342,15 +354,15 @@ def run(
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
         config=config_file, notify=notify, allow_test_edits=allow_test_edits,
         **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
-        memory_tools=memory_tools,
+        memory_tools=memory_tools, escalate=escalate,
     )  # fmt: skip
-    as_json, quiet = _output_mode(flags, as_json, quiet)
+    as_json, quiet, settings = _output_mode(flags, as_json, quiet)
     if dry_run:
         from ralph.cli.preview import show_preview
 
         raise typer.Exit(show_preview(task, flags, as_json=as_json))
     result = runner.run_task(task, flags, ui.make_reporter(quiet=quiet), loop_id=loop_id)
-    finish_loop(result, as_json, flags)
+    finish_loop(result, as_json, settings)
 
 
 def resume(
@@ -371,15 +383,7 @@ def resume(
     as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     allow_test_edits: AllowTestEditsFlag = False,
-    notify: Annotated[
-        bool,
-        typer.Option(
-            "--notify",
-            envvar="RALPH_NOTIFY",
-            help="Say when the loop ends: the terminal bell and a desktop notification "
-            "(notify-send, osascript), or `notify_command` from the config.",
-        ),
-    ] = False,
+    notify: NotifyFlag = False,
     sandbox: SandboxOpt = None,
     sandbox_network: SandboxNetworkOpt = None,
     sandbox_write: SandboxWriteOpt = None,
@@ -394,7 +398,7 @@ def resume(
     flags = {"max_iterations": max_iterations, "allow_test_edits": allow_test_edits or None}
     flags |= sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env)
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
-    finish_loop(result, as_json, {"notify": notify or None})
+    finish_loop(result, as_json, _resumed_settings(result.loop_id, notify))
 
 
 def status(

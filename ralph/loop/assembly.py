@@ -332,7 +332,7 @@ def resume_task(
     snapshot.update({k: v for k, v in flags.items() if v is not None})
     settings = config.from_mapping(snapshot)
     workdir = loop_workdir(state, home)
-    if store.effective_status(state) in ("paused", "crashed", "failed"):  # else refused below
+    if store.effective_status(state) in (*RESUMABLE, "failed"):  # else refused below
         for note in keep_newer_records_apart(store, state):
             reporter.note(note)
     base = state.git.base_commit if state.git else None
@@ -398,9 +398,12 @@ def loop_workdir(state: LoopState, home: Path) -> Path:
     return path
 
 
+RESUMABLE = ("paused", "crashed", "needs_human")  # what `ralph resume` without a loop takes
+
+
 def _resumable(store: MemoryStore) -> str:
     running, states = store.running_loops(), [item.state for item in store.list_loops()]
-    found = [s for s in states if s and store.effective_status(s, running) in ("paused", "crashed")]
+    found = [s for s in states if s and store.effective_status(s, running) in RESUMABLE]
     if not found:  # `ralph status` shows one loop; the list is this
         raise StoreError("no paused or crashed loop to resume", hint="see `ralph reflections list`")
     return found[-1].loop_id

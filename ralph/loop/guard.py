@@ -10,15 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ralph.loop.planted import SettingsGuard
 from ralph.memory.store import MAX_RECORD_BYTES, MemoryStore
 from ralph.reading import Unreadable, read_json_bounded
 from ralph.records import IterationRecord
 
 
 class MemoryGuard:
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, workdir: Path | None = None) -> None:
         self.store = store
         self._paths: dict[int, Path] = {}
+        # ralph's settings as the loop found them (loop/planted.py): an attempt's edit is named
+        self._settings = SettingsGuard.of(store.root, workdir) if workdir is not None else None
+
+    def settings(self) -> list[str]:
+        """After an attempt: what it did to ralph's settings files, one note each."""
+        return self._settings.check() if self._settings is not None else []
 
     def restore(self, records: list[IterationRecord]) -> list[str]:
         """Rewrite each of `records` the actor changed; the names of the files rewritten."""

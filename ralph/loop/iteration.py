@@ -53,6 +53,7 @@ class Prompt:
     omega: int
     lessons: list[str]  # ids of the other loops' lessons it shows
     artifacts: Path  # loops/<id>/NNN/: prompt.md, the logs, the trace
+    escalate: bool = False  # it offers the escalation exit (loop/escalation.py)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Acted:
     duration_ms: int
     # test files the attempt edited that were put back before the checks (loop/protect.py)
     protected: tuple[str, ...] = ()
+    # the reason of its `RALPH-ESCALATE:` line, when the prompt offered one (loop/escalation.py)
+    escalation: str | None = None
 
     @functools.cached_property
     def output(self) -> ActorOutput:
@@ -199,6 +202,7 @@ def make_record(
             trace=reflected.trace,
             error_count=error_count,
             protected_test_edits=list(it.acted.protected) or None,
+            escalation=it.acted.escalation,
             **_judgement_fields(evaluation),
         ),
     )

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ralph.glyphs import plural
+from ralph.loop.escalation import escalated
 
 if TYPE_CHECKING:
     from ralph.memory.state import BaselineSummary
     from ralph.records import IterationRecord
 
-Action = Literal["continue", "success", "limit", "stalled", "budget", "diminishing", "degraded"]
+Action = Literal[
+    "continue", "success", "limit", "stalled", "budget", "diminishing", "degraded", "needs_human"
+]
 MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
 
 
@@ -40,6 +43,7 @@ class Attempt:
     reward: float
     passed: bool
     fingerprint: str
+    escalation: str | None = None  # the agent asked for a person: why, and the evidence
 
 
 def attempts(records: Sequence[IterationRecord]) -> list[Attempt]:
@@ -49,6 +53,7 @@ def attempts(records: Sequence[IterationRecord]) -> list[Attempt]:
             r.reward,
             r.evaluator_output.passed,
             (r.ralph.error_fingerprint or "") if r.ralph else "",
+            escalated(r),
         )
         for r in records
     ]
@@ -125,6 +130,8 @@ class StopPolicy:
             return Decision(
                 "success", f"every target passes and no guard got worse at iteration {done}"
             )
+        if history and history[-1].escalation:  # never a success: the checks did not pass
+            return Decision("needs_human", history[-1].escalation)
         exhausted = self.budget_exhausted(spend)
         if exhausted:
             return Decision("budget", exhausted)
@@ -143,6 +150,14 @@ class StopPolicy:
     def should_pivot(self, history: list[Attempt], baseline: Attempt | None) -> bool:
         """True when one more identical failure would stop the loop as stalled."""
         return self.patience > 1 and self.stalled_run(history, baseline) >= self.patience - 1
+
+
+def stop_reason(decision: Decision) -> str:
+    """The state's `stop_reason`: the action, and for a stop for a person its reason too (what
+    `ralph status`, `notify` and `--json` then say)."""
+    if decision.action == "needs_human":
+        return f"needs_human: {decision.reason}"[:500]
+    return decision.action
 
 
 def refine_decision(history: list[Attempt]) -> Decision | None:

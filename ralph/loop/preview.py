@@ -152,6 +152,7 @@ def preview_run(
         pivot=False,
         unmatched_edits=[],
         memory_tools=parts.memory_tools,
+        escalate=settings.escalate,
     )
     prompt = render("actor", context, project_root=home)
     shown = prompt_as_sent(parts.actor, prompt, root)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.evaluators.describe import check_summary, diagnostic_view, located_first
 from ralph.glyphs import plural
 from ralph.records import Diagnostic, IterationRecord
-from ralph.templates import cap
+from ralph.templates import cap, fence
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import CheckOutcome, Evaluation
@@ -45,6 +45,7 @@ def actor_prompt_context(
     reverted: Mapping[str, Any] | None = None,
     protected_edits: Sequence[str] = (),
     memory_tools: bool = False,
+    escalate: bool = False,
 ) -> dict[str, Any]:
     """Everything actor.mustache reads; strings only (no None), so nothing renders as 'None'."""
     topic = topic_words(task, evaluation) if evaluation is not None else frozenset()
@@ -69,6 +70,7 @@ def actor_prompt_context(
         "reflections": window,
         "has_reflections": bool(window),
         "lessons": lesson_views,
+        "lessons_fence": fence(*(v[key] for v in lesson_views for key in ("text", "source"))),
         "has_lessons": bool(lesson_views),
         "pivot": bool(pivot),
         "unmatched_edits": edits,
@@ -78,6 +80,8 @@ def actor_prompt_context(
         "has_protected_edits": bool(protected_edits),
         # the agent can call ralph's memory itself (`ralph mcp`, wired by assembly.build_parts)
         "memory_tools": bool(memory_tools),
+        # the escalation exit is offered (loop/escalation.py; off with --no-escalate)
+        "escalate": bool(escalate),
     }
 
 
@@ -237,11 +241,14 @@ def reflection_view(record: IterationRecord) -> dict[str, Any]:
     ca = sr.credit_assignment
     insights = [s for s in sr.actionable_insights or [] if s.strip()]
     lessons = [s for s in sr.lessons_learned or [] if s.strip()]
+    root_cause = (ca.root_cause or "") if ca else ""
     return {
         "iteration": record.iteration,
         "reward": f"{record.reward:.2f}",
+        # notes from a past attempt are quoted: no line of theirs can end the quote
+        "fence": fence(sr.reflection_text, root_cause, *insights, *lessons),
         "reflection_text": sr.reflection_text,
-        "root_cause": (ca.root_cause or "") if ca else "",
+        "root_cause": root_cause,
         "failure_category": (ca.failure_category or "") if ca else "",
         "insights": insights,
         "has_insights": bool(insights),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ralph.errors import EXIT_ABORTED, RalphError
+from ralph.errors import EXIT_ABORTED, EXIT_FOR_PERSON, RalphError
 from ralph.glyphs import changed_text, sparkline
 from ralph.ids import validate_loop_id
 from ralph.memory.store import MemoryStore
@@ -33,6 +33,7 @@ EXIT_CODES = {
     "interrupted": 130,  # Ctrl-C, SIGTERM, SIGHUP: paused, `ralph resume` continues it
     "diminishing": 1,  # Self-Refine's stops (policy.py)
     "degraded": 1,
+    "needs_human": EXIT_FOR_PERSON,  # the agent asked for a person (loop/escalation.py)
 }
 FINAL_STATUS = {
     "success": "completed",
@@ -42,6 +43,7 @@ FINAL_STATUS = {
     "budget": "failed",
     "diminishing": "failed",
     "degraded": "failed",
+    "needs_human": "needs_human",  # resumable, once a person has looked
 }
 ABORTED_MESSAGE = "aborted by `ralph abort`: the loop is over (start a new one with `ralph run`)"
 INTERRUPTED_MESSAGE = "interrupted: `ralph resume` continues the loop"

@@ -50,6 +50,7 @@ from ralph.loop.policy import (
     attempts,
     baseline_attempt,
     refine_applies,
+    stop_reason,
 )
 from ralph.loop.prompts import reverted_view
 from ralph.loop.result import (
@@ -95,7 +96,7 @@ class LoopRunner:
     _policy: StopPolicy | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self._guard = MemoryGuard(self.store)
+        self._guard = MemoryGuard(self.store, self.workdir)
         own: list[Hook] = [
             RecordWriter(self.store),  # a record before the state that counts it
             StateWriter(self.store),
@@ -197,8 +198,7 @@ class LoopRunner:
 
         if state.status != "running" or not state.pid:  # with the lock held: it crashed
             return
-        stopped = kill_orphans(state.pid)
-        if stopped:
+        if stopped := kill_orphans(state.pid):
             self.reporter.note(
                 f"stopped {plural(len(stopped), 'process group')} "
                 f"the crashed run (pid {state.pid}) left"
@@ -312,6 +312,7 @@ class LoopRunner:
             reverted=reverted,
             protected_edits=last.ralph.protected_test_edits if last and last.ralph else None,
             memory_tools=self.parts.memory_tools,
+            escalate=self.settings.escalate,
         )
 
     def _remember(self, state: LoopState, it: Iteration, started: float) -> IterationRecord:
@@ -364,8 +365,7 @@ class LoopRunner:
         return self._attempts
 
     def _save(self, state: LoopState, started: float | None = None) -> None:
-        """The state changed: the hooks save it (lifecycle.StateWriter, the one writer of the
-        state file); `started`: the loop's clock, for its wall time."""
+        """The state changed: the hooks save it (lifecycle.StateWriter); `started`: its clock."""
         emit(self.hooks, StateChanged(state, started))
 
     def _budget_exhausted(self, spend: Spend) -> str | None:
@@ -374,6 +374,8 @@ class LoopRunner:
     def _guard_memory(self, state: LoopState) -> None:
         """The actor can write anywhere in the tree: put ralph's records and state back."""
         changed = self._guard.restore(self.records)
+        for note in self._guard.settings():  # never obeyed: loop/planted.py
+            self.reporter.note(f"iteration {state.iteration + 1}: {note}")
         if self._guard.state_touched(state.loop_id):
             self._save(state)
         if changed:
@@ -426,7 +428,7 @@ class LoopRunner:
 
     def _stop(self, state: LoopState, decision: Decision, started: float) -> LoopResult:
         state.status = FINAL_STATUS[decision.action]
-        state.stop_reason = decision.action
+        state.stop_reason = stop_reason(decision)
         self._save(state, started)
         return self._finish(state, decision.action, decision.reason)
 

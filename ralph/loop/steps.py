@@ -23,6 +23,7 @@ from ralph.evaluators.base import EvaluationRequest
 from ralph.files import atomic_write_text
 from ralph.loop import prompts
 from ralph.loop import window as memory
+from ralph.loop.escalation import escalation_of
 from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
 from ralph.loop.protect import ProtectedTests, note, put_back
 from ralph.templates import render
@@ -137,6 +138,7 @@ def prompt(
     reverted: dict[str, Any] | None,
     protected_edits: list[str] | None = None,
     memory_tools: bool = False,
+    escalate: bool = False,
 ) -> Prompt:
     """Render the actor prompt of attempt `number` and keep it in the attempt's folder."""
     window, omega = reflections
@@ -152,11 +154,13 @@ def prompt(
         reverted=reverted,
         protected_edits=protected_edits or (),
         memory_tools=memory_tools,
+        escalate=escalate,
     )
     text = render("actor", context, project_root=store.root)
     artifacts = store.artifacts_dir(state.loop_id, number)
     atomic_write_text(artifacts / "prompt.md", text, durable=False)
-    return Prompt(number, text, window, omega, [lesson.id for lesson in lessons], artifacts)
+    ids = [lesson.id for lesson in lessons]
+    return Prompt(number, text, window, omega, ids, artifacts, escalate)
 
 
 # act, evaluate, reflect ----------------------------------------------------------------------
@@ -188,7 +192,10 @@ def act(
     )
     result = parts.actor.act(prompt.text, ctx)
     duration = ms_since(clock)
-    return Acted(result, parts.workspace.changes(), duration)
+    escalation = escalation_of(result.summary) if prompt.escalate else None
+    if escalation is not None:
+        reporter.note(f"iteration {prompt.iteration}: the agent asks for a person: {escalation}")
+    return Acted(result, parts.workspace.changes(), duration, escalation=escalation)
 
 
 def protect(

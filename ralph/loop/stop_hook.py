@@ -18,10 +18,13 @@ and hook; installed twice, the file does not change.
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ralph import config
 from ralph.errors import ConfigError
@@ -33,6 +36,7 @@ from ralph.files import atomic_write_json, private_tmp, write_atomically
 from ralph.glyphs import plural
 from ralph.loop.assembly import make_evaluator, project_root
 from ralph.memory.store import MemoryStore
+from ralph.reading import Unreadable, parse_json
 from ralph.redact import redact
 
 if TYPE_CHECKING:
@@ -55,15 +59,39 @@ class HookInput:
     session_id: str
 
 
+def read_input(stdin: TextIO) -> str:
+    """The hook's input, at most `MAX_INPUT_BYTES`: a regular file's size is looked at before
+    anything is read, and a pipe is read no further than one byte past the limit (300 MB on
+    stdin are refused, never read whole)."""
+    too_large = ConfigError("the hook input on stdin is larger than 1 MB")
+    stream = getattr(stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes under it (a test's StringIO)
+        text = stdin.read(MAX_INPUT_BYTES + 1)
+        if len(text) > MAX_INPUT_BYTES:
+            raise too_large
+        return text
+    try:
+        st = os.fstat(stream.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size - stream.tell() > MAX_INPUT_BYTES:
+            raise too_large
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # no file under it: the bounded read below decides
+    raw = stream.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        raise too_large
+    return bytes(raw).decode("utf-8", errors="replace")
+
+
 def parse_input(text: str) -> HookInput:
-    """The hook's JSON (`cwd`, `stop_hook_active`, `session_id`); a one-line error otherwise."""
+    """The hook's JSON (`cwd`, `stop_hook_active`, `session_id`); a one-line error otherwise
+    (nested past Python's stack too: `[[[[...`)."""
     if len(text.encode("utf-8", errors="replace")) > MAX_INPUT_BYTES:
         raise ConfigError("the hook input on stdin is larger than 1 MB")
     try:
-        data = json.loads(text)
-    except ValueError:
+        data = parse_json(text.encode("utf-8", errors="replace"), strict=False)
+    except Unreadable as why:
         raise ConfigError(
-            "the hook input on stdin is not JSON",
+            f"the hook input on stdin is {why}",
             hint='Claude Code sends it; by hand: echo \'{"cwd": "."}\' | ralph hook claude-stop',
         ) from None
     if not isinstance(data, dict):
@@ -82,10 +110,22 @@ def parse_input(text: str) -> HookInput:
     )
 
 
-def decide(hook: HookInput, *, max_blocks: int = MAX_BLOCKS) -> dict[str, Any] | None:
-    """The hook's answer: None (let it stop), or the JSON object to print."""
+def hook_project(given: Path | None, environ: dict[str, str] | os._Environ[str]) -> Path:
+    """The project the hook serves: `--project`, else Claude Code's `CLAUDE_PROJECT_DIR`, else
+    the directory the hook was started in; its repository's top."""
+    where = given or Path(environ.get("CLAUDE_PROJECT_DIR", "").strip() or Path.cwd())
+    return project_root(where.expanduser())
+
+
+def decide(
+    hook: HookInput, *, max_blocks: int = MAX_BLOCKS, project: Path | None = None
+) -> dict[str, Any] | None:
+    """The hook's answer: None (let it stop), or the JSON object to print. A `cwd` outside
+    `project` (the project the hook serves: `hook_project`) runs nothing there: that
+    directory's configured checks are not this project's; the stop is blocked, counted."""
     root = project_root(hook.cwd)
-    store = MemoryStore.discover(root)
+    home = project if project is not None else root
+    store = MemoryStore.discover(home)
     blocks = _read_count(store, hook) if hook.stop_hook_active else 0
     if blocks >= max_blocks:
         _write_count(store, hook, 0)
@@ -93,6 +133,13 @@ def decide(hook: HookInput, *, max_blocks: int = MAX_BLOCKS) -> dict[str, Any] |
             "systemMessage": f"ralph: the checks still fail after {blocks} blocked stops; "
             "letting Claude stop (`ralph check` shows them)"
         }
+    if root != home.resolve():
+        _write_count(store, hook, blocks + 1)
+        reason = (
+            f"ralph: the session's directory {hook.cwd} is outside the project {home}; ralph "
+            "runs no checks there. Go back into the project before you stop."
+        )
+        return {"decision": "block", "reason": strip_escapes(redact(reason))}
     settings = config.load(store.root)
     suite = make_evaluator(settings)
     suite.preflight()

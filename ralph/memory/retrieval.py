@@ -18,6 +18,7 @@ from ralph.memory.lessons import (
     Lesson,
 )
 from ralph.memory.search import SearchIndex
+from ralph.memory.transfer import imported_from
 from ralph.templates import TRUNCATION_MARKER, estimate_tokens
 
 if TYPE_CHECKING:
@@ -66,7 +67,20 @@ def retrieve_lessons(
         store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
         threshold=threshold,
     )  # fmt: skip
-    return fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
+    kept = fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
+    return said_where_from(store, kept)
+
+
+def said_where_from(store: MemoryStore, lessons: list[Lesson]) -> list[Lesson]:
+    """An imported lesson's source names the archive it came from (`transfer.imported_from`):
+    another machine's notes are not this project's experience, and the prompt says so."""
+    imported = imported_from(store) if lessons else {}
+    return [
+        Lesson(m.id, m.text, f"{m.source}, imported from {imported[m.source]}", m.score, m.ts)
+        if m.source in imported
+        else m
+        for m in lessons
+    ]
 
 
 STOP_WORDS = frozenset(

@@ -10,7 +10,9 @@ server. The SDK is imported only here, when the server starts.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from io import TextIOWrapper
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,5 +87,68 @@ def build_server(store: MemoryStore) -> FastMCP:
 
 
 def serve(store: MemoryStore) -> None:
-    """Serve until the client closes stdin."""
-    build_server(store).run("stdio")
+    """Serve until the client closes stdin: every line gets its answer (one that is not a
+    JSON-RPC message a JSON-RPC error, `not_a_message`), and the end of input ends it cleanly."""
+    import anyio
+
+    anyio.run(_serve_stdio, build_server(store))
+
+
+async def _serve_stdio(server: FastMCP) -> None:
+    """The SDK's stdio transport, but a line that does not parse is answered here, never
+    handed to the session as an exception (the SDK's gets no reply, and end of input right
+    after one ended in an ExceptionGroup)."""
+    import anyio
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    stdin = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
+    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    lock = anyio.Lock()
+
+    async def write(line: str) -> None:
+        async with lock:
+            await stdout.write(line + "\n")
+            await stdout.flush()
+
+    async def read_lines() -> None:
+        async with to_server:
+            async for line in stdin:
+                if not line.strip():
+                    continue
+                try:
+                    message = types.JSONRPCMessage.model_validate_json(line)
+                except ValueError:  # pydantic's ValidationError too
+                    await write(not_a_message(line))
+                    continue
+                await to_server.send(SessionMessage(message))
+
+    async def write_answers() -> None:
+        async with from_server:
+            async for answer in from_server:
+                await write(answer.message.model_dump_json(by_alias=True, exclude_none=True))
+
+    low = server._mcp_server  # the SDK's own server under FastMCP (mcp<2)
+    async with anyio.create_task_group() as group:
+        group.start_soon(read_lines)
+        group.start_soon(write_answers)
+        async with server_writes:
+            await low.run(server_reads, server_writes, low.create_initialization_options())
+
+
+def not_a_message(line: str) -> str:
+    """The JSON-RPC error for a line that is no message: -32700 when it is not JSON, -32600
+    (with its id, when it has a usable one) when it is JSON but not a JSON-RPC message."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        code, text, ident = -32700, "Parse error: the line is not JSON", None
+    else:
+        code, text = -32600, "Invalid Request: not a JSON-RPC 2.0 message"
+        ident = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(ident, str | int) or isinstance(ident, bool):
+            ident = None
+    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": text}}
+    return json.dumps(error)

@@ -51,7 +51,7 @@ GITIGNORE = (
 MAX_RECORD_BYTES = 5 * MB  # a record is kilobytes; anything bigger is not one of ours
 MAX_STATE_BYTES = 64 * MB  # a state lists its iterations: megabytes after thousands of them
 MAX_CANDIDATES = 8  # an ambiguous loop id prefix names at most this many loops
-STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed")
+STATUSES = ("running", "paused", "completed", "failed", "aborted", "crashed", "needs_human")
 
 
 @dataclass

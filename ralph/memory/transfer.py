@@ -178,7 +178,37 @@ def import_records(
         planned.append((target, item))
     if not dry_run and planned:
         _write_all(store, planned)
+        kept = [item for path, item in planned if path == store.record_path(*item.key)]
+        note_imported(store, {item.key: item.origin for item in kept})
     return report
+
+
+IMPORTED_FILE = "imported.json"  # loops/imported.json: `loop#iteration` -> where it came from
+
+
+def note_imported(store: MemoryStore, origins: dict[tuple[str, int], str]) -> None:
+    """Remember where each imported record came from (an archive's name, else the file), so a
+    lesson it gives a prompt says so (`imported_from`)."""
+    if not origins:
+        return
+    known = imported_from(store)
+    for (loop_id, iteration), origin in origins.items():
+        archive = origin.split(":", 1)[0]
+        shown = Path(archive).name if archive != origin and Path(archive).is_file() else origin
+        known[f"{loop_id}#{iteration}"] = redact(shown)
+    with contextlib.suppress(OSError):
+        atomic_write_json(store.base / "loops" / IMPORTED_FILE, known)
+
+
+def imported_from(store: MemoryStore) -> dict[str, str]:
+    """`loop#iteration` -> the archive or folder its record was imported from (none: {})."""
+    try:
+        data = read_json_bounded(store.base / "loops" / IMPORTED_FILE, MAX_RECORD_BYTES)
+    except Unreadable:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
 
 
 def _digest(text: str) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.evaluators.describe import judgement_line, located_first
 from ralph.glyphs import plural
 from ralph.records import FAILURE_CATEGORIES, ActorOutput, IterationRecord
-from ralph.templates import cap
+from ralph.templates import cap, fence
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import CheckOutcome, Evaluation
@@ -98,6 +98,7 @@ def _earlier_view(record: IterationRecord) -> dict[str, Any]:
     return {
         "iteration": record.iteration,
         "reward": f"{record.reward:.2f}",
+        "fence": fence(record.self_reflection.reflection_text, *insights),
         "reflection_text": record.self_reflection.reflection_text,
         "insights": insights,
         "has_insights": bool(insights),
