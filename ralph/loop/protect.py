@@ -133,7 +133,7 @@ def plugins(
             for value in PLUGINS_VALUE.findall(text):
                 names.update(re.findall(r"[\"']([\w.]+)[\"']", value))
             names.update(P_OPTION.findall(text))
-    found = set()
+    found: set[str] = set()
     for name in names:
         module = name.replace(".", "/")
         for folder in ("", *folders):
