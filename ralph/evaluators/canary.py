@@ -6,12 +6,13 @@ JUnit report at exit, or a conftest can turn every failure into a pass. Whatever
 project's tests does it to ralph's too: the test that must fail then passes, or the test that
 must pass is missing from the report. The plugin is a module written for the run in ralph's
 scratch folder (`.aiwg/ralph/tmp/canaries/`, never the tree), loaded with `-p` under a random
-name, and it adds the two tests under random names after every other plugin has filtered the
-items (`-k`, `-m`, `--lf` and random order leave them alone): the passing one first, the failing
-one last (so `-x` stops nothing of the project's). They do not count in pytest's exit code: the
-plugin takes the failing one out of `testsfailed` and both out of `testscollected`, so exit 0, 1
-and 5 keep their meaning; nor in the terminal's counts and summary. The report's reader
-(`evaluators/pytest.parse_junit`) sets them apart.
+name, and it adds the tests under random names after every other plugin has filtered the items
+(`-k`, `-m`, `--lf` and random order leave them alone): the passing one first, a failing one per
+folder of the project's tests last (so `-x` stops nothing of the project's), each as if it lay in
+that folder, so the conftests that apply to the project's tests there apply to it too. They do
+not count in pytest's exit code: the plugin takes the failing ones out of `testsfailed` and all
+out of `testscollected`, so exit 0, 1 and 5 keep their meaning; nor in the terminal's counts and
+summary. The report's reader (`evaluators/pytest.parse_junit`) sets them apart.
 
 What canaries cannot see: code that special-cases the tests' own inputs, or an object whose
 `__eq__` is always true. Held-out tests (`holdout:`) are the answer to those.
@@ -53,12 +54,21 @@ def pytest_sessionstart(session):
     _run["session"] = session
 
 
+def _in(session, folder, name, function):
+    """A test as if in `folder` (a node of the folder itself; no file is made): the conftests of
+    that folder apply to it, as they do to the project's tests there."""
+    module = pytest.Module.from_parent(session, path=folder)
+    return pytest.Function.from_parent(module, name=name, callobj=function)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    module = pytest.Module.from_parent(session, path=pathlib.Path(__file__))
-    items.insert(0, pytest.Function.from_parent(module, name=PASSES, callobj=_passes))
-    items.append(pytest.Function.from_parent(module, name=FAILS, callobj=_fails))
-    _run["added"] = 2
+    here = pathlib.Path(__file__).parent
+    folders = list(dict.fromkeys(item.path.parent for item in items)) or [here]
+    first = _in(session, folders[0], PASSES, _passes)
+    last = [_in(session, folder, f"{{FAILS}}_{{n}}", _fails) for n, folder in enumerate(folders)]
+    items[:] = [first, *items, *last]
+    _run["added"] = 1 + len(last)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,14 +81,14 @@ def pytest_sessionfinish(session):
     """The terminal's counts and summary are the project's tests' (the report keeps all)."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for reports in getattr(reporter, "stats", {{}}).values():
-        reports[:] = [r for r in reports if getattr(r, "nodeid", "").split("::")[-1:] not in
-                      ([PASSES], [FAILS])]
+        reports[:] = [r for r in reports
+                      if not getattr(r, "nodeid", "").split("::")[-1].startswith((PASSES, FAILS))]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report):
     session = _run["session"]
-    if session is None or not report.failed or not report.nodeid.endswith("::" + FAILS):
+    if session is None or not report.failed or not report.nodeid.split("::")[-1].startswith(FAILS):
         return
     session.testsfailed -= 1
     maxfail = session.config.getvalue("maxfail")
@@ -109,9 +119,9 @@ class Canaries:
         )
         return canaries
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset((self.passes, self.fails))
+    def owns(self, name: str) -> bool:
+        """Whether a test's name is one of the canaries' (a failing one per test folder)."""
+        return name == self.passes or name.startswith(f"{self.fails}_")
 
     def option(self) -> str:
         return f"-p {self.module}"
@@ -128,8 +138,11 @@ class Canaries:
     def finding(self, seen: Mapping[str, str]) -> str | None:
         """What the canaries' outcomes in the report (name -> passed, failed, skipped) say of
         the run: None when it was not tampered with."""
-        failing, passing = seen.get(self.fails), seen.get(self.passes)
-        if failing in ("passed", "skipped"):
+        passing = seen.get(self.passes)
+        failing = next(
+            (how for name, how in seen.items() if name != self.passes and how != "failed"), None
+        )
+        if failing is not None:
             return (
                 f"{TAMPERED}: ralph's canary test that must fail was reported as {failing} "
                 "(something in the run, a conftest, a plugin or the code under test, changes "

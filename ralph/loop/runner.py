@@ -274,6 +274,7 @@ class LoopRunner:
         self._unmatched = list(acted.result.unmatched_edits)
         if not self.settings.allow_test_edits:  # the tests as the baseline ran them
             acted = steps.protect(self.parts, self.reporter, prompt, acted, self.baseline)
+        steps.set_aside_bytecode(self.reporter, prompt, self.parts.workspace.root, acted)
         evaluated = steps.evaluate(self.parts, self.reporter, prompt, self.baseline)
         reflected = steps.reflect(
             self.parts,

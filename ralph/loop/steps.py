@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.config import lessons_cutoff
@@ -26,6 +27,7 @@ from ralph.loop import window as memory
 from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
 from ralph.loop.protect import ProtectedTests, note, put_back
 from ralph.templates import render
+from ralph.workspace import bytecode
 from ralph.workspace.base import shown
 
 if TYPE_CHECKING:
@@ -212,6 +214,21 @@ def protect(
     names = [shown(change.path.removeprefix(prefix)) for change in edits]
     reporter.note(f"iteration {prompt.iteration}: {note(names)}")
     return replace(acted, changes=changes, protected=tuple(names))
+
+
+def set_aside_bytecode(reporter: Reporter, prompt: Prompt, root: Path, acted: Acted) -> None:
+    """Between act and evaluate: bytecode the attempt wrote in the tree (a sourceless
+    `calc/__init__.pyc` shadows `calc.py`) moved to `NNN/bytecode/` (workspace/bytecode.py),
+    so the checks import the code from its source; said in a note."""
+    since = time.time_ns() - (acted.duration_ms + 2000) * 1_000_000  # the attempt's start
+    moved = bytecode.set_aside(root, since, prompt.artifacts / "bytecode")
+    if moved:
+        more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
+        shown_paths = ", ".join(moved[:5]) + more
+        reporter.note(
+            f"iteration {prompt.iteration}: set aside bytecode the attempt left in the tree "
+            f"({shown_paths}): the checks import the code from its source"
+        )
 
 
 def evaluate(
