@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,8 +110,8 @@ class Canaries:
         """A new plugin with names nobody can guess, in `scratch/canaries/`."""
         folder = scratch / FOLDER
         folder.mkdir(mode=0o700, exist_ok=True)
-        module = f"c{secrets.token_hex(8)}"
-        passes, fails = (f"test_{secrets.token_hex(8)}" for _ in range(2))
+        module = f"c{os.urandom(8).hex()}"
+        passes, fails = (f"test_{os.urandom(8).hex()}" for _ in range(2))
         canaries = cls(folder, module, passes, fails)
         (folder / f"{module}.py").write_text(
             PLUGIN.format(passes=canaries.passes, fails=canaries.fails), encoding="utf-8"

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING
 
 from ralph.evaluators.verdicts import Baseline, CheckBaseline, CheckVerdict, Kind
 from ralph.glyphs import plural
-from ralph.records import shown_reward
+from ralph.records import Diagnostic, shown_reward
 
 if TYPE_CHECKING:
     from ralph.config import CheckSpec, Role
     from ralph.evaluators.base import CheckOutcome
-    from ralph.records import Diagnostic
 
 __all__ = ["Baseline", "CheckBaseline", "CheckVerdict", "combine", "judge_check"]
 
@@ -241,8 +240,6 @@ def _unseen(
 ) -> list[Diagnostic]:
     """A failure for each test the baseline ran that the report does not show now (added to
     the outcome, which then fails): a target deselected is not fixed, a guard's is lost."""
-    from ralph.records import Diagnostic
-
     passed_now = outcome.passed_tests
     if passed_now is None or passed_before is None:
         return []

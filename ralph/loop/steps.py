@@ -27,7 +27,6 @@ from ralph.loop import window as memory
 from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
 from ralph.loop.protect import ProtectedTests, note, put_back
 from ralph.templates import render
-from ralph.workspace import bytecode
 from ralph.workspace.base import shown
 
 if TYPE_CHECKING:
@@ -220,6 +219,8 @@ def set_aside_bytecode(reporter: Reporter, prompt: Prompt, root: Path, acted: Ac
     """Between act and evaluate: bytecode the attempt wrote in the tree (a sourceless
     `calc/__init__.pyc` shadows `calc.py`) moved to `NNN/bytecode/` (workspace/bytecode.py),
     so the checks import the code from its source; said in a note."""
+    from ralph.workspace import bytecode  # after the first attempt: not on `run`'s path to it
+
     since = time.time_ns() - (acted.duration_ms + 2000) * 1_000_000  # the attempt's start
     moved = bytecode.set_aside(root, since, prompt.artifacts / "bytecode")
     if moved:
