@@ -84,6 +84,7 @@ def build_parts(
     from ralph.actors.agents import offer_memory_tools
     from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
+    from ralph.loop.holdout import held_out
     from ralph.workspace.locate import memory_root
     from ralph.workspace.worktree import import_path
 
@@ -104,13 +105,14 @@ def build_parts(
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
     policy = policy_of(settings, root, env, reporter.note if reporter is not None else None)
-    evaluator.use_sandbox(confine(actor, policy, env))
+    evaluator.use_sandbox(checks := confine(actor, policy, env))
     return Parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
         memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
+        holdout=held_out(settings, root, imports, checks, reporter.note if reporter else None),
     )
 
 

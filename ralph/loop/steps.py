@@ -68,6 +68,7 @@ class Parts:
     reflector: Reflector
     workspace: Workspace
     memory_tools: bool = False  # the actor can call `ralph mcp` (the prompt says so)
+    holdout: Evaluator | None = None  # held-out tests, run before a success (loop/holdout.py)
 
 
 # compose -------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def act(
 
     reporter.phase(prompt.iteration, "act")
     parts.workspace.begin_iteration()
-    clock = time.monotonic()
+    clock, started = time.monotonic(), time.time_ns() - 20_000_000  # a ctime tick earlier
     ctx = ActorContext(
         loop_id=loop_id,
         iteration=prompt.iteration,
@@ -189,6 +190,7 @@ def act(
     )
     result = parts.actor.act(prompt.text, ctx)
     duration = ms_since(clock)
+    set_aside_bytecode(reporter, prompt, parts.workspace.root, started)
     return Acted(result, parts.workspace.changes(), duration)
 
 
@@ -215,14 +217,13 @@ def protect(
     return replace(acted, changes=changes, protected=tuple(names))
 
 
-def set_aside_bytecode(reporter: Reporter, prompt: Prompt, root: Path, acted: Acted) -> None:
-    """Between act and evaluate: bytecode the attempt wrote in the tree (a sourceless
-    `calc/__init__.pyc` shadows `calc.py`) moved to `NNN/bytecode/` (workspace/bytecode.py),
-    so the checks import the code from its source; said in a note."""
+def set_aside_bytecode(reporter: Reporter, prompt: Prompt, root: Path, since_ns: int) -> None:
+    """After the attempt: bytecode it wrote in the tree (a sourceless `calc/__init__.pyc`
+    shadows `calc.py`) moved to `NNN/bytecode/` (workspace/bytecode.py), so the checks import
+    the code from its source, whatever `--allow-test-edits` says; said in a note."""
     from ralph.workspace import bytecode  # after the first attempt: not on `run`'s path to it
 
-    since = time.time_ns() - (acted.duration_ms + 2000) * 1_000_000  # the attempt's start
-    moved = bytecode.set_aside(root, since, prompt.artifacts / "bytecode")
+    moved = bytecode.set_aside(root, since_ns, prompt.artifacts / "bytecode")
     if moved:
         more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
         shown_paths = ", ".join(moved[:5]) + more

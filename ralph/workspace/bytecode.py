@@ -7,7 +7,7 @@ code. Git ignores them (`tree_walk.TOOL_FILES`), so an agent's forged bytecode i
 diff and stays in the user's checkout. `set_aside` moves what the attempt wrote (changed after
 `since`, by the inode's ctime, which no process can set back) out of the tree into the
 iteration's folder, before the checks run: they import the code from its source. A user's own
-bytecode from before the attempt is left where it is.
+bytecode from before the attempt is left where it is, and so is bytecode git tracks.
 
 Without a sandbox, an agent can also write the checks' bytecode folder (`files.bytecode_env`:
 `.aiwg/ralph/tmp/pycache/`), which every check trusts. `touched_since` says whether anything in
@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from ralph.files import AIWG_DIR
+from ralph.process import capture
 from ralph.workspace.tree_walk import SKIP_NAMES
 
 BYTECODE = (".pyc", ".pyo")
@@ -35,6 +36,7 @@ def set_aside(root: Path, since_ns: int, into: Path) -> list[str]:
     """Move the bytecode files under `root` changed at or after `since_ns` (a sourceless `.pyc`
     or one in `__pycache__/`) to `into`, keeping their paths; their paths, from the top."""
     memory = root / AIWG_DIR
+    kept = tracked(root)
     moved: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -45,10 +47,12 @@ def set_aside(root: Path, since_ns: int, into: Path) -> list[str]:
             if not name.endswith(BYTECODE):
                 continue
             path = here / name
+            rel = path.relative_to(root)
+            if rel.as_posix() in kept:  # the user's, like any tracked file: the attempt's work
+                continue
             try:
                 if os.lstat(path).st_ctime_ns < since_ns:
                     continue
-                rel = path.relative_to(root)
                 (into / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, into / rel)
             except OSError:
@@ -58,6 +62,19 @@ def set_aside(root: Path, since_ns: int, into: Path) -> list[str]:
             with contextlib.suppress(OSError):
                 here.rmdir()  # a folder left empty (`calc/`: an empty one is no package)
     return moved
+
+
+def tracked(root: Path) -> frozenset[str]:
+    """The bytecode files git tracks under `root` (none without git), from the top of `root`;
+    the tree's own git settings (fsmonitor, hooks) are not run."""
+    found = capture(
+        ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", "*.pyc", "*.pyo"],
+        cwd=root,
+        timeout=60,
+    )
+    if found is None or found.exit_code != 0:
+        return frozenset()
+    return frozenset(name for name in found.stdout.decode("utf-8", "replace").split("\0") if name)
 
 
 def touched_since(folder: Path, since_ns: int) -> bool:
