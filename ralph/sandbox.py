@@ -165,7 +165,7 @@ class Sandbox:
     readable: tuple[Path, ...] = ()  # shown again under the hidden HOME: tools on PATH, ralph
     protected: tuple[Path, ...] = ()  # read-only inside the tree (.git, .aiwg)
     sealed: tuple[Path, ...] = ()  # read-only inside a writable place (the fingerprint's)
-    hidden: tuple[Path, ...] = ()  # not there at all (held-out tests): an empty file or folder
+    hidden: tuple[Path, ...] = ()  # unreadable (held-out tests): /dev/null or an empty folder
     network: bool = False
     keep: frozenset[str] = field(default_factory=frozenset)  # variables passed on by name
 

@@ -21,6 +21,7 @@ from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, StoreError
 from ralph.evaluators.base import JudgeContext
 from ralph.files import ACTOR_PYCACHE, atomic_write_text, bytecode_env, read_json
 from ralph.ids import new_loop_id, validate_loop_id
+from ralph.loop.holdout import held_out
 from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult
 from ralph.loop.runner import LoopRunner
@@ -84,7 +85,6 @@ def build_parts(
     from ralph.actors.agents import offer_memory_tools
     from ralph.actors.confine import confine, policy_of
     from ralph.actors.registry import make_actor
-    from ralph.loop.holdout import held_out
     from ralph.workspace.locate import memory_root
     from ralph.workspace.worktree import import_path
 

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING
 
 from ralph.config import CheckSpec, Settings
 from ralph.evaluators.base import EvaluationRequest, Evaluator
-from ralph.evaluators.pytest import PYTEST
-from ralph.evaluators.suite import CheckSuite
 from ralph.glyphs import plural
 from ralph.loop.policy import Decision
 
@@ -40,6 +38,9 @@ NAMED = 5  # failing held-out tests named in the reason
 def command(settings: Settings, held: tuple[Path, ...]) -> str:
     """pytest as the project's own pytest check runs it (its interpreter), on the held-out
     paths; ralph's interpreter when no check names pytest."""
+    from ralph.evaluators.pytest import PYTEST  # here: the runner imports this module, and
+    # `ralph status` the runner, which loads no check
+
     program = f"{shlex.quote(sys.executable)} -m pytest"
     for spec in settings.all_checks():
         match = PYTEST.search(spec.command) if spec.parser == "pytest" else None
@@ -59,6 +60,8 @@ def held_out(
     """The held-out tests as an evaluator of their own (None: none configured); run with the
     checks' `environment` and `sandbox` (unmasked), the tree's root first on PYTHONPATH.
     `note` hears when an agent without a sandbox could read them."""
+    from ralph.evaluators.suite import CheckSuite  # here: see `command`
+
     held = settings.holdout_paths(root)
     if not held:
         return None
