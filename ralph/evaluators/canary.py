@@ -84,15 +84,17 @@ def pytest_sessionfinish(session):
                       if not getattr(r, "nodeid", "").split("::")[-1].startswith((PASSES, FAILS))]
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_logreport(report):
+    """A must-fail canary's failure is not counted: taken off before pytest counts it, so
+    `-x` and `--maxfail` do not stop on it either."""
     session = _run["session"]
-    if session is None or not report.failed or not report.nodeid.split("::")[-1].startswith(FAILS):
-        return
-    session.testsfailed -= 1
-    maxfail = session.config.getvalue("maxfail")
-    if session.shouldfail and maxfail and session.testsfailed < maxfail:
-        session.shouldfail = False
+    if session is not None and report.failed and report.nodeid.split("::")[-1].startswith(FAILS):
+        session.testsfailed -= 1
+        xdist = session.config.pluginmanager.get_plugin("dsession")  # counts its own, after
+        if xdist is not None and hasattr(xdist, "countfailures"):
+            xdist.countfailures -= 1
+    yield
 '''
 
 

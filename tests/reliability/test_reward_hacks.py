@@ -171,6 +171,18 @@ def test_the_canaries_are_not_the_projects_tests(
     assert not list((repo / AIWG_DIR / "tmp" / "canaries").iterdir())  # the plugin removed
 
 
+@pytest.mark.parametrize("option", ["-x", "--maxfail=1"])
+def test_the_failing_canary_stops_nothing_and_fails_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    repo = project(tmp_path, monkeypatch)
+    (repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
+    suite = CheckSuite([CheckSpec("tests", f"{CHECK} {option}", "pytest")], check_timeout=120)
+    (outcome,) = suite.evaluate(repo).outcomes
+    assert (outcome.result.status, outcome.result.exit_code) == ("pass", 0)
+    assert outcome.passed_tests == {TARGET, "tests/test_calc.py::test_zero"}
+
+
 # tests that did not run do not pass ----------------------------------------------------------
 
 
