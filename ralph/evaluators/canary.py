@@ -56,14 +56,20 @@ def pytest_sessionstart(session):
 def _in(session, folder, name, function):
     """A test as if in `folder` (a node of the folder itself; no file is made): the conftests of
     that folder apply to it, as they do to the project's tests there."""
-    module = pytest.Module.from_parent(session, path=folder)
+    try:
+        module = pytest.Module.from_parent(session, path=folder)
+    except TypeError:  # pytest before 7 names a node's place `fspath`
+        import py
+
+        module = pytest.Module.from_parent(session, fspath=py.path.local(folder))
     return pytest.Function.from_parent(module, name=name, callobj=function)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     here = pathlib.Path(__file__).parent
-    folders = list(dict.fromkeys(item.path.parent for item in items)) or [here]
+    places = (pathlib.Path(str(getattr(item, "path", None) or item.fspath)) for item in items)
+    folders = list(dict.fromkeys(place.parent for place in places)) or [here]
     first = _in(session, folders[0], PASSES, _passes)
     last = [_in(session, folder, f"{{FAILS}}_{{n}}", _fails) for n, folder in enumerate(folders)]
     items[:] = [first, *items, *last]

@@ -335,3 +335,29 @@ def test_a_hacking_agent_never_ends_the_loop_green(
     record = next((repo / ".aiwg" / "ralph" / "reflections").rglob("001.json"))
     text = record.read_text()
     assert said in text or said in result.err, (text, result.err)
+
+
+def test_the_reflection_and_the_next_prompt_say_the_run_was_tampered_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ralph: RunCli
+) -> None:
+    repo = project(tmp_path, monkeypatch)
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import os, pathlib\n"
+        "prompt = pathlib.Path(os.environ['RALPH_PROMPT_FILE']).read_text()\n"
+        f"pathlib.Path({str(tmp_path / 'prompt')!r} + os.environ['RALPH_ITERATION'])"
+        ".write_text(prompt)\n"
+        f"pathlib.Path('calc.py').write_text({RUNTEST!r})\n"
+    )
+    result = ralph(
+        "run", "make add add", "--actor", f"cmd:{sys.executable} {agent}", "--test", CHECK,
+        "--sandbox", "none", "--json", "--max-iterations", "2", "--reflector", "heuristic",
+        cwd=repo,
+    )  # fmt: skip
+    assert result.code == 1, result
+    assert TAMPERED not in (tmp_path / "prompt1").read_text()
+    assert TAMPERED in (tmp_path / "prompt2").read_text()
+    record = json.loads(next((repo / ".aiwg/ralph/reflections").rglob("001.json")).read_text())
+    assert record["evaluator_output"]["passed"] is False
+    reflection = json.dumps(record["self_reflection"])
+    assert TAMPERED in reflection or "tampered" in reflection, reflection
