@@ -102,3 +102,15 @@ def test_an_agent_that_special_cases_the_inputs_ends_suspect(
     # masked under the sandbox (/dev/null over it: refused); without it, outside the tree is
     # readable, as the README says
     assert (seen["held"] != HELD) if mode == "bwrap" else (seen["held"] == HELD), seen
+
+
+def test_holdout_from_the_config_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph.config import load
+
+    (tmp_path / ".aiwg" / "ralph").mkdir(parents=True)
+    (tmp_path / ".aiwg" / "ralph" / "config.yaml").write_text("holdout: [../held]\n")
+    assert load(tmp_path).holdout_paths(tmp_path) == ((tmp_path.parent / "held").resolve(),)
+    monkeypatch.setenv("RALPH_HOLDOUT", "/x/test_a.py /y")
+    assert load(tmp_path).holdout == ["/x/test_a.py", "/y"]
