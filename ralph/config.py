@@ -125,8 +125,15 @@ class Settings:
     sandbox_network: str = "actor"
     sandbox_write: list[str] | None = None
     pass_env: list[str] = field(default_factory=list)
+    # held-out tests (files or folders, from the project's root or absolute): hidden from the
+    # agent, run before a success is declared (loop/holdout.py)
+    holdout: list[str] = field(default_factory=list)
     # not a setting: the checks the user named (--test, --check, RALPH_TEST/CHECK, `test:`)
     named_checks: list[str] = field(default_factory=list)
+
+    def holdout_paths(self, root: Path) -> tuple[Path, ...]:
+        """The held-out tests' paths, absolute (relative ones from the project's `root`)."""
+        return tuple((root / Path(p).expanduser()).resolve() for p in self.holdout)
 
     def all_checks(self) -> list[CheckSpec]:
         """`test` (the `--test` shortcut) first, replacing the configured test checks (pytest
@@ -415,7 +422,7 @@ def read_env(environ: dict[str, str] | os._Environ[str], *, schema: bool = True)
             value = raw
         if key == "checks" and not isinstance(value, list):
             value = [raw]
-        if key in ("actor_args", "pass_env", "sandbox_write") and isinstance(value, str):
+        if key in ("actor_args", "pass_env", "sandbox_write", "holdout") and isinstance(value, str):
             value = value.split()
         if key in BOOLEAN_KEYS and raw.strip().lower() in ("1", "0", "y", "n"):
             value = raw.strip().lower() in ("1", "y")  # CI's usual RALPH_QUIET=1

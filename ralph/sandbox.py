@@ -165,6 +165,7 @@ class Sandbox:
     readable: tuple[Path, ...] = ()  # shown again under the hidden HOME: tools on PATH, ralph
     protected: tuple[Path, ...] = ()  # read-only inside the tree (.git, .aiwg)
     sealed: tuple[Path, ...] = ()  # read-only inside a writable place (the fingerprint's)
+    hidden: tuple[Path, ...] = ()  # unreadable (held-out tests): /dev/null or an empty folder
     network: bool = False
     keep: frozenset[str] = field(default_factory=frozenset)  # variables passed on by name
 
@@ -187,6 +188,8 @@ class Sandbox:
             args += ["--bind", path, path]
         for path in _existing(self.sealed):
             args += ["--ro-bind", path, path]
+        for path in _existing(self.hidden):  # last: over every bind above
+            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         return [*args, "--chdir", str(cwd), "--", *command]
 
     def environment(self, full: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
@@ -268,13 +271,19 @@ class Policy:
     writes: tuple[Path, ...] | None = None  # --sandbox-write: replaces an agent's own table
     scratch: Path | None = None  # the memory's `.aiwg/ralph/tmp` (files.private_tmp)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    hidden: tuple[Path, ...] = ()  # absent for the actor and the checks (held-out tests)
 
     def _base(self) -> Sandbox:
         tree = self.workdir
         readable = (*tool_places(self.environ), self.repository)
         protected = (tree / ".git", tree / ".aiwg")
         return Sandbox(
-            self.bwrap, tree, readable=readable, protected=protected, keep=frozenset(self.pass_env)
+            self.bwrap,
+            tree,
+            readable=readable,
+            protected=protected,
+            hidden=self.hidden,
+            keep=frozenset(self.pass_env),
         )
 
     def for_actor(self, credentials: Collection[str], state_dirs: Sequence[Path]) -> Sandbox:

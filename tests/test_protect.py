@@ -119,14 +119,18 @@ def test_a_deleted_test_file_comes_back_and_a_new_one_stays(tmp_path: Path) -> N
     assert sorted(first["actor_output"]["files_modified"]) == ["calc.py", "tests/test_new.py"]
 
 
-def test_a_conftest_above_the_tests_is_protected_one_elsewhere_is_not(tmp_path: Path) -> None:
+def test_a_conftest_anywhere_in_the_tree_is_protected(tmp_path: Path) -> None:
+    # pytest loads a conftest.py in every folder it collects, and its hooks apply to all tests
     files = {"tests/conftest.py": "collect_ignore = ['test_calc.py']\n", "docs/conftest.py": "\n"}
     loop = make_loop(tmp_path, {1: write("partial", write=files)}, tests=True, max_iterations=1)
     loop.start()
     first = records_of(tmp_path)[0]
-    assert first["ralph"]["protected_test_edits"] == ["tests/conftest.py"]
+    assert sorted(first["ralph"]["protected_test_edits"]) == [
+        "docs/conftest.py",
+        "tests/conftest.py",
+    ]
     assert not (tmp_path / "tests/conftest.py").exists()  # created by the agent: removed
-    assert (tmp_path / "docs/conftest.py").exists()
+    assert not (tmp_path / "docs/conftest.py").exists()
 
 
 def test_without_git_the_edit_is_put_back_too(tmp_path: Path) -> None:
@@ -339,6 +343,7 @@ def test_which_changes_are_protected(tmp_path: Path) -> None:
         "tests/unit/test_x.py",
         "tests/test_y.py",
         "tests/unit/conftest.py",
+        "tests/other/conftest.py",  # a conftest anywhere is the harness
         "pytest.ini",
         "setup.cfg",  # a pytest section appeared
     ]

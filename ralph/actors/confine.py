@@ -107,4 +107,5 @@ def policy_of(
         writes=tuple(Path(p).expanduser().resolve() for p in writes) if writes else None,
         environ=dict(environ),
         scratch=private_tmp(repository),
+        hidden=settings.holdout_paths(root),
     )

@@ -21,16 +21,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ralph.evaluators.verdicts import Baseline, CheckBaseline, CheckVerdict, Kind
 from ralph.glyphs import plural
-from ralph.records import shown_reward
+from ralph.records import Diagnostic, shown_reward
 
 if TYPE_CHECKING:
     from ralph.config import CheckSpec, Role
     from ralph.evaluators.base import CheckOutcome
-    from ralph.records import Diagnostic
 
 __all__ = ["Baseline", "CheckBaseline", "CheckVerdict", "combine", "judge_check"]
 
@@ -192,10 +192,15 @@ def _judge_tests(
     kept: list[Diagnostic],
     broke: bool,
 ) -> CheckVerdict:
-    """Per test: the baseline's failures are the targets, the baseline's passes are guarded."""
+    """Per test: the baseline's failures are the targets, the baseline's passes are guarded.
+    A test counts as passing only where the report shows it passing: one the baseline ran
+    that is missing now (not collected, deselected, skipped, xfailed) did not pass."""
     passed_before = set(base.passing) if base.passing is not None else None
+    # nothing new could have stopped the run early (`-x`): every test it ran should be there
+    unseen = _unseen(outcome, base, passed_before) if not new and not broke else []
+    lost = [d for d in unseen if failure_key(d) in (passed_before or ())]
     if base.role == "guard":  # any failure the baseline did not have is worse
-        regressions = new or (list(outcome.errors) if broke else [])
+        regressions = new or lost or (list(outcome.errors) if broke else [])
         ok = not regressions
         share = _kept(regressions, passed_before or None)
         return CheckVerdict("guard", ok, True, [], [], regressions, len(kept), float(ok), share)
@@ -204,13 +209,14 @@ def _judge_tests(
     else:
         regressions = new
     unheard = _without(new, regressions)  # failing, and not seen at all before the loop
+    kept = kept + _without(unseen, lost)  # a target the report does not show: not fixed
     targets = list(dict.fromkeys(base.failing))
     passed_now = outcome.passed_tests
     if passed_now is not None:
         fixed = [k for k in targets if k in passed_now]
     else:
-        fixed = targets if outcome.passed else []
-    ok = outcome.passed and len(fixed) == len(targets)
+        fixed = targets if outcome.passed and passed_before is None else []
+    ok = outcome.passed and len(fixed) == len(targets) and not regressions
     if targets:  # progress on what failed before, set back by what broke or appeared
         score = len(fixed) / (len(targets) + len(unheard) + len(regressions))
     else:
@@ -221,6 +227,34 @@ def _judge_tests(
     held = None if legacy or passed_before == set() else _kept(regressions, passed_before)
     remaining = kept + unheard
     return CheckVerdict("target", ok, True, fixed, remaining, regressions, 0, score, held)
+
+
+NOT_RUN = (
+    "did not run (not collected, deselected, skipped or xfailed), though it ran before the "
+    "loop: only a test the report shows passing counts"
+)
+
+
+def _unseen(
+    outcome: CheckOutcome, base: CheckBaseline, passed_before: set[str] | None
+) -> list[Diagnostic]:
+    """A failure for each test the baseline ran that the report does not show now (added to
+    the outcome, which then fails): a target deselected is not fixed, a guard's is lost."""
+    passed_now = outcome.passed_tests
+    if passed_now is None or passed_before is None:
+        return []
+    failing = {failure_key(d) for d in outcome.errors}
+    tests = (k for k in base.failing if "::" in k and "|" not in k.partition("::")[0])
+    ran = [*dict.fromkeys(tests), *sorted(passed_before)]
+    gone = [k for k in ran if k not in passed_now and k not in failing]
+    found = [
+        Diagnostic(type="test_failure", message=NOT_RUN, file=k.split("::")[0], rule=k)
+        for k in gone
+    ]
+    if found:
+        outcome.errors.extend(found)
+        outcome.result = replace(outcome.result, status="fail")
+    return found
 
 
 def _kept(regressions: Sequence[Diagnostic], worked: set[str] | None) -> float:

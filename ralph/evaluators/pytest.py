@@ -1,7 +1,11 @@
 """The pytest check: runs the tests with a JUnit XML report and reads failures from it.
 
-JUnit XML is pytest's stable machine-readable output; the text output is only read when no
-report was written (pytest never started its session, or ran behind a wrapper such as tox).
+JUnit XML is pytest's stable machine-readable output, written where ralph asked (its scratch
+folder, not the tree). Only what the report shows counts: a test passed when the report names it
+passing. Without a report (a run cut short by `os._exit`, the junitxml plugin turned off) no test
+passed and the run is called what it is, "the test run ended before reporting"; the text output
+is then read only for the errors it names (a conftest that could not be imported). Every run
+carries ralph's canaries (canary.py): a report in which they are wrong was tampered with.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ import os
 import re
 import shlex
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ralph.escapes import strip_escapes
 from ralph.evaluators.base import CheckOutcome, OutputCallback
+from ralph.evaluators.canary import Canaries
 from ralph.evaluators.command import (
     CommandCheck,
     crashed,
@@ -49,6 +55,7 @@ FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (?P<id>\S+)(?: - (?P<msg>.*))?$", r
 SUMMARY_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 UNKNOWN_CACHE_DIR = "Unknown config option: cache_dir"
+ENDED_EARLY = "the test run ended before reporting"
 
 
 @dataclass
@@ -59,6 +66,7 @@ class PytestReport:
     failures: list[Diagnostic] = field(default_factory=list)
     collection: list[Diagnostic] = field(default_factory=list)
     passed_ids: set[str] | None = None  # None: the text fallback cannot name passing tests
+    canaries: dict[str, str] = field(default_factory=dict)  # name -> passed, failed, skipped
 
 
 class PytestCheck(CommandCheck):
@@ -77,44 +85,63 @@ class PytestCheck(CommandCheck):
         fd, name = tempfile.mkstemp(prefix=f"{scratch_prefix()}junit-", suffix=".xml", dir=folder)
         os.close(fd)
         junit = Path(name)
+        canaries = Canaries.write(folder)
         try:
-            res, env = self._attempt(cwd, junit, folder / "pytest-cache", on_output)
+            res, env = self._attempt(cwd, junit, folder / "pytest-cache", canaries, on_output)
             if res.exit_code == 4 and UNKNOWN_CACHE_DIR in res.stdout + res.stderr:
                 # the cache plugin is off (`-p no:cacheprovider`) under `--strict-config`
-                res, env = self._attempt(cwd, junit, None, on_output)
+                res, env = self._attempt(cwd, junit, None, canaries, on_output)
             xml_text = junit.read_text("utf-8", errors="replace")
         finally:
+            canaries.remove()
             with contextlib.suppress(OSError):
                 junit.unlink()
         if res.timed_out:
             return timed_out(self.spec, res, self.timeout)
-        return self.judge_report(res, xml_text, cwd, {**os.environ, **env})
+        return self.judge_report(res, xml_text, cwd, {**os.environ, **env}, canaries)
 
     def _attempt(
-        self, cwd: Path, junit: Path, cache: Path | None, on_output: OutputCallback | None
+        self,
+        cwd: Path,
+        junit: Path,
+        cache: Path | None,
+        canaries: Canaries,
+        on_output: OutputCallback | None,
     ) -> tuple[ProcessResult, dict[str, str]]:
         """One run with the JUnit report, `--color=no` after the ini's `addopts` and
-        PYTEST_ADDOPTS (so it wins over theirs) and the cache (`--lf`) in `cache`, ralph's
-        scratch folder, not the user's tree."""
-        option = f"--junitxml={shlex.quote(str(junit))} --color=no"
+        PYTEST_ADDOPTS (so it wins over theirs), the cache (`--lf`) in `cache`, ralph's
+        scratch folder, not the user's tree, and the canaries' plugin."""
+        option = f"--junitxml={shlex.quote(str(junit))} --color=no {canaries.option()}"
         if cache is not None:
             option += f" -o {shlex.quote(f'cache_dir={cache}')}"
         command = insert_after(self.spec.command, PYTEST, option)
-        env: dict[str, str] = {}
+        env = canaries.environment({**os.environ, **self.environment})
         if command is None:  # pytest behind a wrapper: hand it the option through the env
             command = self.spec.command
             env["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {option}".strip()
         return self.execute(command, cwd, env=env, on_output=on_output), env
 
     def judge_report(
-        self, res: ProcessResult, xml_text: str, cwd: Path, environ: dict[str, str]
+        self,
+        res: ProcessResult,
+        xml_text: str,
+        cwd: Path,
+        environ: dict[str, str],
+        canaries: Canaries | None = None,
     ) -> CheckOutcome:
         """Exit codes: 0 ok, 1 failures, 2 interrupted, 3 internal error, 4 usage, 5 no tests."""
         code = res.exit_code
         if code not in (0, 1, 2, 4, 5):
             return crashed(self.spec, res, "pytest crashed")
-        report = parse_junit(xml_text, cwd, environ) or parse_text(res, cwd)
+        report = parse_junit(xml_text, cwd, environ, canaries.owns if canaries else None)
+        if report is None:
+            return self._unreported(res, cwd)
         errors = report.collection + report.failures
+        finding = canaries.finding(report.canaries) if canaries is not None else None
+        if finding is not None and not report.collection and code in (0, 1, 5):
+            # nothing the report says can be believed: no test counts as passed
+            errors.insert(0, Diagnostic(type="other", message=finding, severity="error"))
+            report.passed_ids, report.passed = set(), 0
         if not errors and code == 5:
             errors = [
                 Diagnostic(
@@ -145,9 +172,39 @@ class PytestCheck(CommandCheck):
         result = make_result(self.spec, status, res)
         return CheckOutcome(self.spec, result, errors, metrics, score, report.passed_ids)
 
+    def _unreported(self, res: ProcessResult, cwd: Path) -> CheckOutcome:
+        """No report: no test passed. A run that says it ran (exit 0, 1 or 5) ended before
+        reporting; one that could not start (2, 4) fails with the errors its text names."""
+        report = parse_text(res, cwd)
+        errors = report.collection + report.failures
+        if res.exit_code in (0, 1, 5):
+            errors.append(
+                Diagnostic(
+                    type="other",
+                    message=f"{ENDED_EARLY}: pytest exited with code {res.exit_code} and wrote "
+                    "no report (the process was ended early, as by an os._exit in the code or a "
+                    "conftest, or the junitxml plugin was turned off); no test counts as passed",
+                    stack_trace=output_tail(res) or None,
+                    severity="error",
+                )
+            )
+        elif not errors:
+            reason = _error_line(res) or "pytest could not start the test session"
+            return crashed(self.spec, res, reason)
+        metrics = Metrics(tests_passed=0, tests_failed=report.failed, tests_total=report.failed)
+        result = make_result(self.spec, "fail", res)
+        return CheckOutcome(self.spec, result, errors, metrics, 0.0, set())
 
-def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestReport | None:
-    """Counts and diagnostics from a JUnit XML report; None when there is no usable report."""
+
+def parse_junit(
+    xml_text: str,
+    cwd: Path,
+    environ: dict[str, str],
+    hidden: Callable[[str], bool] | None = None,
+) -> PytestReport | None:
+    """Counts and diagnostics from a JUnit XML report; None when there is no usable report.
+    Test cases whose name is `hidden` (ralph's canaries) are not the project's: their outcomes
+    go to `canaries` only."""
     if not xml_text.strip():
         return None
     import xml.etree.ElementTree as ET  # here: not on `ralph check`'s path to its first check
@@ -162,6 +219,11 @@ def parse_junit(xml_text: str, cwd: Path, environ: dict[str, str]) -> PytestRepo
     for case in root.iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         failure, error = case.find("failure"), case.find("error")
+        if hidden is not None and hidden(name):
+            failed = failure is not None or error is not None
+            skipped = case.find("skipped") is not None
+            report.canaries[name] = "failed" if failed else "skipped" if skipped else "passed"
+            continue
         if not classname and error is not None:  # a module that could not be collected
             text = _junit_text(error.text, environ)
             report.collection.append(error_block(text, cwd, _module_path(name, cwd)))

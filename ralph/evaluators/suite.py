@@ -8,6 +8,7 @@ checks present. `passed` means every check passes; nothing else decides completi
 from __future__ import annotations
 
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -33,9 +34,10 @@ from ralph.evaluators.pytest import PytestCheck
 from ralph.evaluators.ruff import RuffCheck
 from ralph.evaluators.shell import ShellCheck
 from ralph.evaluators.tools import DROP_HINT, missing_tool
-from ralph.files import CHECKS_PYCACHE, forget_bytecode
+from ralph.files import AIWG_DIR, CHECKS_PYCACHE, forget_bytecode
 from ralph.process import DEFAULT_CAP, ProcessResult
 from ralph.records import Diagnostic, EvaluatorOutput, Metrics, VerificationType, known_sum
+from ralph.workspace.bytecode import touched_since
 from ralph.workspace.fingerprint import TreeChange, TreeGuard
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ class CheckSuite:
         self.weights = dict(weights or {})
         self.tree_guard = TreeGuard()  # one per suite: its stat cache serves every evaluation
         self._last_end: float | None = None  # monotonic: when the last evaluation ended
+        self._sealed_ns: int | None = None  # wall clock: the checks' bytecode as they left it
 
     @classmethod
     def from_settings(cls, settings: Settings, judging: JudgeContext | None = None) -> CheckSuite:
@@ -205,6 +208,10 @@ class CheckSuite:
             self.preflight()
         if self._last_end is not None and time.monotonic() - self._last_end < STALE_WINDOW:
             forget_bytecode(memory_of(cwd), cwd, (CHECKS_PYCACHE,))
+        pycache = memory_of(cwd) / AIWG_DIR / "tmp" / CHECKS_PYCACHE
+        if self._sealed_ns is not None and touched_since(pycache, self._sealed_ns):
+            # written between evaluations (an agent without a sandbox): no check trusts it
+            shutil.rmtree(pycache, ignore_errors=True)
         counts = baseline_counts or {}
         results: dict[int, CheckOutcome] = {}
         failures: list[BaseException] = []
@@ -249,6 +256,7 @@ class CheckSuite:
             raise
         change = taken.verify() if taken is not None else None
         self._last_end = time.monotonic()
+        self._sealed_ns = time.time_ns()
         if failures:
             raise failures[0]
         outcomes = [results[i] for i in range(len(self.checks))]

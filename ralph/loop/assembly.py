@@ -21,6 +21,7 @@ from ralph.errors import EXIT_ABORTED, ConfigError, PreflightError, RalphError, 
 from ralph.evaluators.base import JudgeContext
 from ralph.files import ACTOR_PYCACHE, atomic_write_text, bytecode_env, read_json
 from ralph.ids import new_loop_id, validate_loop_id
+from ralph.loop.holdout import held_out
 from ralph.loop.lifecycle import save_state
 from ralph.loop.result import ABORTED_MESSAGE, LoopResult, way_back_of
 from ralph.loop.runner import LoopRunner
@@ -104,13 +105,14 @@ def build_parts(
     evaluator = make_evaluator(settings, JudgeContext(task, reflector.client, base_commit))
     evaluator.use_environment(imports)
     policy = policy_of(settings, root, env, reporter.note if reporter is not None else None)
-    evaluator.use_sandbox(confine(actor, policy, env))
+    evaluator.use_sandbox(checks := confine(actor, policy, env))
     return Parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
         workspace=open_workspace(root, use_git=not settings.no_git),
         memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
+        holdout=held_out(settings, root, imports, checks, reporter.note if reporter else None),
     )
 
 

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from ralph.records import IterationRecord
 
 Action = Literal[
-    "continue", "success", "limit", "stalled", "budget", "diminishing", "degraded", "needs_human"
+    "continue",
+    "success",
+    "suspect",
+    "limit",
+    "stalled",
+    "budget",
+    "diminishing",
+    "degraded",
+    "needs_human",
 ]
 MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
 

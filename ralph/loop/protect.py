@@ -4,10 +4,14 @@ SWE-bench applies its own test files before judging a patch; ralph does the same
 tests the baseline ran. After the actor's attempt, a file it changed (modified or deleted) that
 holds a test id of a judged pytest check of the baseline (failing or passing) is put back as the
 attempt found it, which is the baseline's version, since every attempt's edits of it are put
-back. So are a `conftest.py` and the pytest configuration (`pytest.ini`, `.pytest.ini`, and
-the pytest section of `tox.ini`, `setup.cfg` or `pyproject.toml`) in a folder above such a test
-file, also when the attempt created one: they change what runs. New test files stay. Of a file
-protected by section only that section is put back (`spliced`): the rest of it is the agent's.
+back. So is the whole test harness, wherever it lies in the tree and also when the attempt
+created it (then it is removed): every `conftest.py`, the pytest configuration (`pytest.ini`,
+`.pytest.ini`, `pytest.toml`, `.pytest.toml`, and the pytest section of `tox.ini`, `setup.cfg`
+or `pyproject.toml`), what Python runs at start-up (`sitecustomize.py`, `usercustomize.py`,
+`.pth` files), a module that names plugins (`pytest_plugins`, a new test file's too) and the
+modules the baseline's harness names as plugins (`pytest_plugins`, `-p NAME`): they change what
+runs and how it is reported. New test files stay. Of a file protected by section only that
+section is put back (`spliced`): the rest of it is the agent's.
 
 The edit is dropped, not set aside: the tree that is judged is the tree that is committed. The
 agent's diff of what was put back is kept as `NNN/test-edits.diff`. `--allow-test-edits` turns
@@ -33,15 +37,25 @@ if TYPE_CHECKING:
     from ralph.workspace.base import FileChange, Workspace
 
 # the pytest configuration a file can hold: the whole file (None), or the sections whose header
-# starts with this
+# starts with this; protected wherever it lies in the tree (pytest finds its configuration in
+# the folders of the paths it is given and above, and loads a conftest.py in any folder it
+# collects)
 PYTEST_CONFIGS: dict[str, str | None] = {
     "pytest.ini": None,
     ".pytest.ini": None,
+    "pytest.toml": None,
+    ".pytest.toml": None,
     "conftest.py": None,
     "tox.ini": "[pytest]",
     "setup.cfg": "[tool:pytest]",
     "pyproject.toml": "[tool.pytest",  # [tool.pytest.ini_options], and pytest 9's [tool.pytest]
 }
+# what Python runs at start-up from a folder on its path (PYTHONPATH holds a worktree's code)
+STARTUP_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
+# a module that names plugins for pytest to load (a new test file with `pytest_plugins`)
+NAMES_PLUGINS = re.compile(rb"^\s*pytest_plugins\s*[:=]", re.MULTILINE)
+PLUGINS_VALUE = re.compile(r"pytest_plugins\s*(?::[^=\n]*)?=\s*(\[[^\]]*\]|\([^)]*\)|[^\n]*)")
+P_OPTION = re.compile(r"(?:^|[\s\"'])-p\s*(?!no:)([\w.]+)(?!:)")
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class ProtectedTests:
         """The changes (paths as the workspace names them, the root at `prefix`) that touch a
         protected file; `original(path)`: the file as the attempt found it (None: absent)."""
         found = []
+        named = plugins(original, prefix, self.folders)
         for change in changes:
             if not change.path.startswith(prefix):
                 continue
@@ -82,8 +97,18 @@ class ProtectedTests:
                 if change.kind != "created":
                     found.append(change)
                 continue
-            folder, base = posixpath.split(name)
-            if base not in PYTEST_CONFIGS or folder not in self.folders:
+            base = posixpath.basename(name)
+            if base in STARTUP_FILES or base.endswith(".pth") or name in named:
+                found.append(change)
+                continue
+            if (
+                base.endswith(".py")
+                and change.kind != "deleted"
+                and NAMES_PLUGINS.search(_read(root / name) or b"")
+            ):
+                found.append(change)
+                continue
+            if base not in PYTEST_CONFIGS:
                 continue
             section = PYTEST_CONFIGS[base]
             if section is None or _section(original(change.path), section) != _section(
@@ -91,6 +116,31 @@ class ProtectedTests:
             ):
                 found.append(change)
         return found
+
+
+def plugins(
+    original: Callable[[str], bytes | None], prefix: str, folders: Iterable[str]
+) -> frozenset[str]:
+    """The files of the modules the baseline's harness names as plugins (`pytest_plugins` in a
+    conftest.py, `-p NAME` in a pytest configuration of a folder of the tests): a module pytest
+    imports is the harness too, wherever it lies (from the root or a conftest's folder)."""
+    names: set[str] = set()
+    for folder in folders:
+        for base in PYTEST_CONFIGS:
+            text = (original(prefix + posixpath.join(folder, base)) or b"").decode(
+                "utf-8", "replace"
+            )
+            for value in PLUGINS_VALUE.findall(text):
+                names.update(re.findall(r"[\"']([\w.]+)[\"']", value))
+            names.update(P_OPTION.findall(text))
+    found: set[str] = set()
+    for name in names:
+        module = name.replace(".", "/")
+        for folder in ("", *folders):
+            found.update(
+                posixpath.join(folder, f"{module}{end}") for end in (".py", "/__init__.py")
+            )
+    return frozenset(found)
 
 
 def files_of_tests(test_ids: Iterable[str]) -> set[str]:

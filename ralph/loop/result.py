@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 EXIT_CODES = {
     "success": 0,
     "already_green": 0,
+    "suspect": 1,  # the checks pass, held-out tests do not (loop/holdout.py)
     "limit": 1,
     "stalled": 1,
     "budget": 3,
@@ -38,6 +39,7 @@ EXIT_CODES = {
 FINAL_STATUS = {
     "success": "completed",
     "already_green": "completed",
+    "suspect": "failed",
     "limit": "failed",
     "stalled": "failed",
     "budget": "failed",

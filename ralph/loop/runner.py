@@ -24,7 +24,7 @@ from ralph.errors import BudgetExceeded, PreflightError, RalphError
 from ralph.evaluators.base import Baseline, BaselineRules, EvaluationRequest
 from ralph.evaluators.describe import harm_text
 from ralph.glyphs import plural
-from ralph.loop import steps
+from ralph.loop import holdout, steps
 from ralph.loop.announce import baseline_notes, green_message
 from ralph.loop.guard import MemoryGuard
 from ralph.loop.iteration import Iteration, Prompt, make_record, name_commit
@@ -229,6 +229,7 @@ class LoopRunner:
                 history = self._history()
                 spend = self._spend(state, started)
                 decision = policy.decide(history, baseline_attempt(state.baseline), spend)
+                decision = holdout.second_look(self.parts, decision, self.reporter)
                 emit(self.hooks, IterationDone(record, decision))
                 if decision.action == "degraded":  # Self-Refine keeps the best iteration
                     self._rollback(state)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ralph.config import lessons_cutoff
@@ -68,6 +69,7 @@ class Parts:
     reflector: Reflector
     workspace: Workspace
     memory_tools: bool = False  # the actor can call `ralph mcp` (the prompt says so)
+    holdout: Evaluator | None = None  # held-out tests, run before a success (loop/holdout.py)
 
 
 # compose -------------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ def act(
 
     reporter.phase(prompt.iteration, "act")
     parts.workspace.begin_iteration()
-    clock = time.monotonic()
+    clock, started = time.monotonic(), time.time_ns() - 20_000_000  # a ctime tick earlier
     ctx = ActorContext(
         loop_id=loop_id,
         iteration=prompt.iteration,
@@ -195,6 +197,7 @@ def act(
     escalation = escalation_of(result.summary) if prompt.escalate else None
     if escalation is not None:
         reporter.note(f"iteration {prompt.iteration}: the agent asks for a person: {escalation}")
+    set_aside_bytecode(reporter, prompt, parts.workspace.root, started)
     return Acted(result, parts.workspace.changes(), duration, escalation=escalation)
 
 
@@ -219,6 +222,22 @@ def protect(
     names = [shown(change.path.removeprefix(prefix)) for change in edits]
     reporter.note(f"iteration {prompt.iteration}: {note(names)}")
     return replace(acted, changes=changes, protected=tuple(names))
+
+
+def set_aside_bytecode(reporter: Reporter, prompt: Prompt, root: Path, since_ns: int) -> None:
+    """After the attempt: bytecode it wrote in the tree (a sourceless `calc/__init__.pyc`
+    shadows `calc.py`) moved to `NNN/bytecode/` (workspace/bytecode.py), so the checks import
+    the code from its source, whatever `--allow-test-edits` says; said in a note."""
+    from ralph.workspace import bytecode  # after the first attempt: not on `run`'s path to it
+
+    moved = bytecode.set_aside(root, since_ns, prompt.artifacts / "bytecode")
+    if moved:
+        more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
+        shown_paths = ", ".join(moved[:5]) + more
+        reporter.note(
+            f"iteration {prompt.iteration}: set aside bytecode the attempt left in the tree "
+            f"({shown_paths}): the checks import the code from its source"
+        )
 
 
 def evaluate(
