@@ -130,12 +130,19 @@ def test_an_agent_preset_gets_its_own_credentials_and_state_directories(tmp_path
     assert claude.sandbox is not None
     assert "ANTHROPIC_API_KEY" in claude.sandbox.keep
     assert "OPENAI_API_KEY" not in claude.sandbox.keep
-    assert Path("/home/u/.claude") in claude.sandbox.writable
+    # its state is a throwaway copy, never the user's own files made writable
+    assert claude.sandbox.copied == (Path("/home/u/.claude"), Path("/home/u/.claude.json"))
+    assert not any(p.is_relative_to("/home/u") for p in claude.sandbox.writable)
+    assert not claude.sandbox.own_tmp
+    codex = AgentActor(PRESETS["codex"])
+    confine(codex, policy, {"HOME": "/home/u"})
+    assert codex.sandbox is not None and codex.sandbox.own_tmp  # its own sandbox writes /tmp
     gemini = AgentActor(PRESETS["gemini"])
     confine(gemini, Policy("bwrap", tmp_path, tmp_path, writes=(tmp_path / "w",)), {})
     assert gemini.sandbox is not None
     # --sandbox-write replaces the preset's list; the agent's bytecode folder is ralph's own
     assert gemini.sandbox.writable == (tmp_path / "w", tmp_path / ".aiwg/ralph/tmp/pycache-actor")
+    assert gemini.sandbox.copied == ()
     assert "GEMINI_CLI_TRUST_WORKSPACE" in gemini.sandbox.keep  # the preset's own setting
 
 
