@@ -61,6 +61,7 @@ def make(places: Sequence[Path], into: Path) -> list[Copy]:
         if place.is_dir():
             with contextlib.suppress(shutil.Error):  # what could not be read stays out
                 shutil.copytree(place, target, symlinks=True, ignore=_ignored, dirs_exist_ok=True)
+            _empty_histories(place, target)
         else:
             shutil.copy2(place, target)
         copies.append(Copy(place, target, dict(_stamps(target))))
@@ -79,6 +80,17 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
         if found.st_size > LARGEST or not (plain or stat.S_ISLNK(found.st_mode)):
             skipped.add(name)  # a cache, or a socket or fifo: nothing to copy
     return skipped
+
+
+def _empty_histories(place: Path, target: Path) -> None:
+    """A history folder left out is there empty, as a CLI that writes in it expects."""
+    for folder, dirs, _ in os.walk(place):
+        for name in dirs:
+            if name in HISTORY:
+                relative = Path(folder, name).relative_to(place)
+                with contextlib.suppress(OSError):
+                    (target / relative).mkdir(parents=True, exist_ok=True)
+        dirs[:] = [name for name in dirs if name not in HISTORY]
 
 
 def _stamps(root: Path) -> Iterator[tuple[str, Stamp]]:

@@ -242,3 +242,30 @@ def test_a_bwrap_without_user_namespaces_is_named_with_the_fix(
     assert not found.works and found.path == str(fake) and found.version == "0.9.0"
     assert found.reason.startswith("no user namespaces here")
     assert "user namespaces" in found.fix and "--sandbox none" in found.fix
+
+
+def test_the_reflector_and_judges_agent_cli_runs_in_the_actors_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook or MCP server planted in the agent's configuration or the tree runs confined when
+    the same CLI answers as the reflector (or a judge, which asks the reflector's client)."""
+    from ralph import process
+    from ralph.actors.agents import PRESETS, AgentActor
+    from ralph.actors.confine import confine
+    from ralph.providers.base import Message
+
+    seen: dict[str, object] = {}
+
+    def fake_run(argv: list[str], **options: object) -> process.ProcessResult:
+        seen.update(options)
+        return process.ProcessResult(0, '{"type":"result","result":"fine"}\n', "", 1)
+
+    monkeypatch.setattr(process, "run", fake_run)
+    monkeypatch.setattr(AgentActor, "binary", lambda self: "claude")
+    claude = AgentActor(PRESETS["claude"], base_dir=tmp_path)
+    confine(claude, Policy("bwrap", tmp_path, tmp_path), {"HOME": str(tmp_path / "home")})
+    claude.chat_client().chat([Message(role="user", content="why did it fail?")])
+    confined = seen["sandbox"]
+    assert isinstance(confined, Sandbox) and seen["contain"] is True
+    assert confined.copied == claude.sandbox.copied  # type: ignore[union-attr]
+    assert any(p.name.startswith("ralph-chat-") for p in confined.writable)  # its scratch
