@@ -122,16 +122,16 @@ def _reap(pid: int) -> None:
 
 
 def _leftovers(run: str, since: int) -> list[Seen]:
-    table = [seen for seen in map(_see(run), _pids()) if seen is not None]
+    """What the run left: only a process started since the run began can be one, so the
+    environment (the slow read) is read only for those."""
+    table = [seen for seen in map(_see(run, since), _pids()) if seen is not None]
     me, my_session = os.getpid(), os.getsid(0)
     children: dict[int, list[Seen]] = {}
     for seen in table:
         children.setdefault(seen.parent, []).append(seen)
     found = {seen.pid: seen for seen in table if seen.marked}
     roots = [
-        seen
-        for seen in children.get(me, [])
-        if seen.session not in (my_session, *LIVE_SESSIONS) and seen.started >= since
+        seen for seen in children.get(me, []) if seen.session not in (my_session, *LIVE_SESSIONS)
     ]
     visited: set[int] = set()
     while roots:
@@ -149,22 +149,35 @@ def _pids() -> list[int]:
     return []
 
 
-def _see(run: str) -> Callable[[int], Seen | None]:
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _see(run: str, since: int = 0) -> Callable[[int], Seen | None]:
     marker = f"{RUN_VARIABLE}={run}".encode()
 
     def see(pid: int) -> Seen | None:
         if pid == os.getpid():
             return None
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rfind(")") + 2 :].split()
+            stat = _read(f"/proc/{pid}/stat")
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            started = int(fields[19])
+            if started < since:
+                return None  # older than the run: not its own
             try:
-                marked = marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                marked = marker in _read(f"/proc/{pid}/environ").split(b"\0")
             except OSError:  # not ours to read, or a zombie's
                 marked = False
-            return Seen(
-                pid, int(fields[1]), int(fields[3]), fields[0] == "Z", int(fields[19]), marked
-            )
+            zombie = fields[0] == b"Z"
+            return Seen(pid, int(fields[1]), int(fields[3]), zombie, started, marked)
         except (OSError, ValueError, IndexError):
             return None
 
