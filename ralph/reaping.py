@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 RUN_VARIABLE = "RALPH_RUN"
 PR_SET_CHILD_SUBREAPER = 36
