@@ -29,6 +29,7 @@ HISTORY = frozenset(
     {"projects", "todos", "shell-snapshots", "file-history", "debug", "statsig", "logs"}
     | {"log", "sessions", "archived_sessions", "history.jsonl", "tmp", "cache", ".cache"}
     | {"telemetry", "storage", "snapshot", "paste-cache", "ide", "session-env", "checkpoints"}
+    | {"backups"}
 )
 LARGEST = 16 * 1024 * 1024  # a bigger file is a cache or a history: not copied
 # A login the CLI may refresh (a rotated token): written back when it changed and is JSON.
@@ -36,6 +37,7 @@ CREDENTIALS = frozenset(
     {".credentials.json", "auth.json", "oauth_creds.json", "google_accounts.json"}
 )
 MAX_NAMED = 8
+MAX_KEYS = 4
 
 Stamp = tuple[int, int]  # size, modification time (ns)
 
@@ -122,10 +124,11 @@ def settle(copies: Sequence[Copy], home: Path | None) -> list[str]:
             if one.before.get(relative) == after.get(relative):
                 continue
             original = one.original / relative if relative else one.original
-            if relative and _write_back(one.copy / relative, original):
+            copied = one.copy / relative if relative else one.copy
+            if relative and _write_back(copied, original):
                 kept.append(_shown(original, home))
             else:
-                changed.append(_shown(original, home))
+                changed.append(_shown(original, home) + _keys(original, copied))
     notes = []
     if changed:
         more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
@@ -134,6 +137,20 @@ def settle(copies: Sequence[Copy], home: Path | None) -> list[str]:
     if kept:
         notes.append(f"sandbox: kept the agent's refreshed login in {', '.join(kept)}")
     return notes
+
+
+def _keys(original: Path, copied: Path) -> str:
+    """For a JSON object the agent changed, which of its keys: ` (mcpServers, projects)`."""
+    try:
+        before = json.loads(original.read_text(encoding="utf-8"))
+        after = json.loads(copied.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return ""
+    keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    more = f", +{len(keys) - MAX_KEYS}" if len(keys) > MAX_KEYS else ""
+    return f" ({', '.join(str(k) for k in keys[:MAX_KEYS])}{more})" if keys else ""
 
 
 def _write_back(copied: Path, original: Path) -> bool:

@@ -175,7 +175,8 @@ def test_the_agents_configuration_is_a_throwaway_copy_and_what_it_changed_is_nam
     assert not (claude / "agents").exists() and not (claude / "projects" / "session.jsonl").exists()
     assert json.loads((claude / ".credentials.json").read_text()) == {"token": "refreshed"}
     dropped, kept = result.notes
-    for name in ("~/.claude/settings.json", "~/.claude.json", "~/.claude/agents/evil.md"):
+    named = ("~/.claude/settings.json (hooks, model)", "~/.claude.json (mcpServers, numStartups)")
+    for name in (*named, "~/.claude/agents/evil.md"):
         assert name in dropped and dropped.endswith("dropped"), result.notes
     assert "session.jsonl" not in dropped  # a CLI's own history is not news
     assert "~/.claude/.credentials.json" in kept
