@@ -2,11 +2,12 @@
 
 An agent and the project's tests run code ralph did not write, unattended, for hours. With
 bubblewrap (`bwrap`) the process sees the filesystem read-only except the loop's working tree,
-a private TMPDIR and the few directories it must write (an agent's own state, the checks'
+a private TMPDIR and the few directories it must write (the agent's bytecode, the checks'
 scratch folder); the tree's `.git` and `.aiwg` stay read-only (ralph commits and writes records
-from outside); HOME is an empty throwaway tmpfs apart from those directories, so `~/.ssh` and
-other tools' tokens are not there; the network is cut where the policy says; the environment
-holds only what the process needs. `process.run` applies a `Sandbox` when given one, so the
+from outside); HOME is an empty throwaway tmpfs apart from the tools on PATH and the agent's
+configuration (a throwaway copy, throwaway.py), so `~/.ssh` and other tools' tokens are not
+there; the network is cut where the policy says; the environment holds only what the process
+needs. `process.run` applies a `Sandbox` when given one, so the
 actor and the checks get it from `loop/assembly.build_parts` without knowing bwrap.
 
 It holds as root too: every capability is dropped (root is mapped to an unprivileged user in a
@@ -14,7 +15,7 @@ user namespace of its own, so no mount can be undone and a nested bwrap, such as
 starts); the process has its own PID namespace and `/proc` (ralph's environment and every other
 process are out of sight, and nothing it starts outlives it); every unix socket bound outside
 the tree (an ssh-agent, docker's, the session bus) is masked; an agent's configuration
-directories are a throwaway copy (throwaway.py).
+directories are a throwaway copy.
 """
 
 from __future__ import annotations
