@@ -66,6 +66,8 @@ MAX_DENIALS = 5
 PROBE_TIMEOUT = 10.0
 # Who root is inside the sandbox: an unprivileged user of its own user namespace (`nobody`).
 ROOT_INSIDE = "65534"
+# What holds as root too: its own PID namespace (and /proc), no capability, its own session.
+HOLDING = ("--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 UNIX_SOCKETS = Path("/proc/net/unix")  # every unix socket bound in this network namespace
 TMP = Path("/tmp")  # an actor's own /tmp (`own_tmp`): its private TMPDIR
 
@@ -123,8 +125,8 @@ def find() -> Found:
         version = process.capture([path, "--version"], timeout=PROBE_TIMEOUT)
         shown = version.stdout.decode(errors="replace").split()[-1:] if version else []
         tried = process.capture(
-            [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net",
-             "--die-with-parent", "true"],
+            [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *HOLDING,
+             *_as_nobody(), "--unshare-net", "true"],
             timeout=PROBE_TIMEOUT,
         )  # fmt: skip
         if tried is not None and tried.exit_code == 0:
@@ -195,10 +197,7 @@ class Sandbox:
     ) -> list[str]:
         """bwrap's options, then `command`: mounts in order, each one over those before it."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if os.geteuid() == 0:  # else bwrap makes a user namespace itself
-            args += ["--unshare-user", "--uid", ROOT_INSIDE, "--gid", ROOT_INSIDE]
-        args += [] if self.network else ["--unshare-net"]
+        args += [*HOLDING, *_as_nobody()] + ([] if self.network else ["--unshare-net"])
         if self.own_tmp:
             args += ["--bind", str(tmpdir), str(TMP)]
         home = _home()
@@ -265,6 +264,14 @@ class Sandbox:
             applied.notes += throwaway.settle(copies, _home())
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _as_nobody() -> list[str]:
+    """Root inside a user namespace of its own, as `nobody` (a user already gets one from
+    bwrap): its mounts are locked, and a nested bwrap can make its own namespaces."""
+    if os.geteuid() != 0:
+        return []
+    return ["--unshare-user", "--uid", ROOT_INSIDE, "--gid", ROOT_INSIDE]
 
 
 def _home() -> Path | None:

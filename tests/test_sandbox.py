@@ -269,3 +269,48 @@ def test_the_reflector_and_judges_agent_cli_runs_in_the_actors_sandbox(
     assert isinstance(confined, Sandbox) and seen["contain"] is True
     assert confined.copied == claude.sandbox.copied  # type: ignore[union-attr]
     assert any(p.name.startswith("ralph-chat-") for p in confined.writable)  # its scratch
+
+
+def test_the_sandbox_holds_as_root_its_own_pids_no_capability_root_is_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Sandbox("bwrap", tmp_path)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    as_root = box.argv(["x"], tmp_path, tmp_path / "private")
+    for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
+        assert flag in as_root
+    assert as_root[as_root.index("--cap-drop") + 1] == "ALL"
+    assert as_root[as_root.index("--unshare-user") :][:5] == [
+        "--unshare-user", "--uid", "65534", "--gid", "65534",
+    ]  # fmt: skip
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    assert "--unshare-user" not in box.argv(["x"], tmp_path, tmp_path)  # bwrap makes one
+
+
+def test_a_socket_bound_outside_the_tree_is_masked_one_in_it_or_the_hidden_home_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    home, tree, outside = tmp_path / "home", tmp_path / "tree", tmp_path / "run"
+    for folder in (home / ".ssh", tree, outside):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    paths = [outside / "docker.sock", tree / "app.sock", home / ".ssh" / "agent.sock"]
+    listeners = []
+    for path in paths:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listeners.append(listener)
+    table = tmp_path / "unix"
+    rows = [f"0000: 00000002 00000000 00010000 0001 01 {n} {p}" for n, p in enumerate(paths)]
+    rows.append("0000: 00000002 00000000 00010000 0001 01 9 @abstract")
+    table.write_text("Num RefCount Protocol Flags Type St Inode Path\n" + "\n".join(rows) + "\n")
+    monkeypatch.setattr(sandbox, "UNIX_SOCKETS", table)
+    try:
+        argv = Sandbox("bwrap", tree).argv(["x"], tree, tmp_path / "private")
+    finally:
+        for listener in listeners:
+            listener.close()
+    masked = [argv[i + 2] for i, arg in enumerate(argv) if argv[i + 1 : i + 2] == ["/dev/null"]]
+    assert masked == [str(outside / "docker.sock")]
