@@ -22,10 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol, TypeAlias
 
+from ralph import reaping
 from ralph.escapes import StreamCleaner, strip_escapes
 from ralph.glyphs import plural
 from ralph.redact import redact
@@ -38,13 +39,22 @@ DEFAULT_CAP = 200_000
 OWNER_VARIABLE = "RALPH_OWNER_PID"  # every process ralph starts inherits its pid: see kill_orphans
 
 
+@dataclass
+class Applied:
+    """A confined start's argv and environment; its notes are filled once it has ended."""
+
+    argv: list[str]
+    env: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+
 class Confinement(Protocol):
     """What `run` needs of a sandbox (ralph/sandbox.Sandbox): the argv and environment to
     start instead, for as long as the process runs."""
 
     def applied(
         self, command: Sequence[str], cwd: Path, full: Mapping[str, str]
-    ) -> AbstractContextManager[tuple[list[str], dict[str, str]]]: ...
+    ) -> AbstractContextManager[Applied]: ...
 
 
 @dataclass
@@ -54,6 +64,7 @@ class ProcessResult:
     stderr: str
     duration_ms: int
     timed_out: Literal["wall", "idle"] | None = None
+    notes: list[str] = field(default_factory=list)  # the sandbox's: a dropped configuration
 
     @property
     def ok(self) -> bool:
@@ -104,6 +115,7 @@ def run(
     unset: Collection[str] = (),
     clean: bool = True,
     sandbox: Confinement | None = None,
+    contain: bool = False,
 ) -> ProcessResult:
     """Run `command` (a shell string or an argv) to completion, a timeout, or Ctrl-C.
 
@@ -115,16 +127,19 @@ def run(
     `clean=False` keeps the output's control characters (NUL-separated `git -z` output).
     `sandbox`: run confined (ralph/sandbox.py): bwrap's argv prefix and only the variables the
     sandbox keeps; what is redacted is still judged against ralph's whole environment.
+    `contain` (an actor's): what it started dies with it even out of its group (reaping.py).
     """
     if sandbox is None:
         return _run(command, cwd, env, stdin, wall_timeout, idle_timeout, cap, on_output,
-                    on_start, unset, clean)  # fmt: skip
+                    on_start, unset, clean, contain=contain)  # fmt: skip
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**os.environ, **(env or {})}
-    with sandbox.applied(argv, cwd, full_env) as (wrapped, confined):
-        confined = {name: value for name, value in confined.items() if name not in unset}
-        return _run(wrapped, cwd, confined, stdin, wall_timeout, idle_timeout, cap, on_output,
-                    on_start, (), clean, base={}, secrets=full_env)  # fmt: skip
+    with sandbox.applied(argv, cwd, full_env) as applied:
+        confined = {name: value for name, value in applied.env.items() if name not in unset}
+        result = _run(applied.argv, cwd, confined, stdin, wall_timeout, idle_timeout, cap,
+                      on_output, on_start, (), clean, base={}, secrets=full_env)  # fmt: skip
+    result.notes = applied.notes
+    return result
 
 
 def _run(
@@ -142,25 +157,30 @@ def _run(
     *,
     base: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
+    contain: bool = False,
 ) -> ProcessResult:
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     full_env = {**(os.environ if base is None else base), **(env or {})}
     full_env[OWNER_VARIABLE] = str(os.getpid())
     for name in unset:
         full_env.pop(name, None)
+    run = reaping.Run.start(full_env) if contain else None  # marks it, adopts its orphans
     known = full_env if secrets is None else {**secrets, **full_env}  # what redaction looks for
     if stdin is not None:  # what ralph hands a program is redacted like what it writes
         stdin = redact(stdin, known)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=full_env,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    with reaping.SPAWNING:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        reaping.started(proc.pid, run)
+    swept: list[int] = []
     buffers = {"stdout": CappedBuffer(cap), "stderr": CappedBuffer(cap)}
     last_output = [time.monotonic()]
     readers: list[threading.Thread] = []
@@ -189,6 +209,7 @@ def _run(
     finally:
         # Whatever the command left behind in its group goes with it.
         kill_group(proc)
+        swept = reaping.ended(proc.pid, run)  # and, for an actor, what left the group
         for thread in readers:
             if thread.ident is not None:  # started
                 thread.join(timeout=KILL_GRACE_SECONDS)
@@ -203,6 +224,7 @@ def _run(
         stderr=text("stderr"),
         duration_ms=int((time.monotonic() - started) * 1000),
         timed_out=timed_out,
+        notes=[f"ralph ended {plural(len(swept), 'program')} it left running"] if swept else [],
     )
 
 

@@ -2,12 +2,20 @@
 
 An agent and the project's tests run code ralph did not write, unattended, for hours. With
 bubblewrap (`bwrap`) the process sees the filesystem read-only except the loop's working tree,
-a private TMPDIR and the few directories it must write (an agent's own state, the checks'
+a private TMPDIR and the few directories it must write (the agent's bytecode, the checks'
 scratch folder); the tree's `.git` and `.aiwg` stay read-only (ralph commits and writes records
-from outside); HOME is an empty throwaway tmpfs apart from those directories, so `~/.ssh` and
-other tools' tokens are not there; the network is cut where the policy says; the environment
-holds only what the process needs. `process.run` applies a `Sandbox` when given one, so the
+from outside); HOME is an empty throwaway tmpfs apart from the tools on PATH and the agent's
+configuration (a throwaway copy, throwaway.py), so `~/.ssh` and other tools' tokens are not
+there; the network is cut where the policy says; the environment holds only what the process
+needs. `process.run` applies a `Sandbox` when given one, so the
 actor and the checks get it from `loop/assembly.build_parts` without knowing bwrap.
+
+It holds as root too: every capability is dropped (root is mapped to an unprivileged user in a
+user namespace of its own, so no mount can be undone and a nested bwrap, such as codex's, still
+starts); the process has its own PID namespace and `/proc` (ralph's environment and every other
+process are out of sight, and nothing it starts outlives it); every unix socket bound outside
+the tree (an ssh-agent, docker's, the session bus) is masked; an agent's configuration
+directories are a throwaway copy.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import importlib.util
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -25,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
-from ralph import process
+from ralph import process, throwaway
 from ralph.errors import PreflightError
 
 MODES = ("auto", "bwrap", "none")
@@ -55,6 +64,12 @@ DENIED = re.compile(
 )
 MAX_DENIALS = 5
 PROBE_TIMEOUT = 10.0
+# Who root is inside the sandbox: an unprivileged user of its own user namespace (`nobody`).
+ROOT_INSIDE = "65534"
+# What holds as root too: its own PID namespace (and /proc), no capability, its own session.
+HOLDING = ("--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+UNIX_SOCKETS = Path("/proc/net/unix")  # every unix socket bound in this network namespace
+TMP = Path("/tmp")  # an actor's own /tmp (`own_tmp`): its private TMPDIR
 
 
 @dataclass(frozen=True)
@@ -110,8 +125,8 @@ def find() -> Found:
         version = process.capture([path, "--version"], timeout=PROBE_TIMEOUT)
         shown = version.stdout.decode(errors="replace").split()[-1:] if version else []
         tried = process.capture(
-            [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net",
-             "--die-with-parent", "true"],
+            [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *HOLDING,
+             *_as_nobody(), "--unshare-net", "true"],
             timeout=PROBE_TIMEOUT,
         )  # fmt: skip
         if tried is not None and tried.exit_code == 0:
@@ -168,14 +183,24 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()  # unreadable (held-out tests): /dev/null or an empty folder
     network: bool = False
     keep: frozenset[str] = field(default_factory=frozenset)  # variables passed on by name
+    copied: tuple[Path, ...] = ()  # an agent's configuration: a throwaway copy (throwaway.py)
+    own_tmp: bool = False  # /tmp is the private TMPDIR (codex's own sandbox writes in /tmp)
 
     def keeping(self, names: Collection[str]) -> Sandbox:
         return replace(self, keep=self.keep | frozenset(names))
 
-    def argv(self, command: Sequence[str], cwd: Path, tmpdir: Path) -> list[str]:
+    def argv(
+        self,
+        command: Sequence[str],
+        cwd: Path,
+        tmpdir: Path,
+        copies: Sequence[throwaway.Copy] = (),
+    ) -> list[str]:
         """bwrap's options, then `command`: mounts in order, each one over those before it."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--die-with-parent"] + ([] if self.network else ["--unshare-net"])
+        args += [*HOLDING, *_as_nobody()] + ([] if self.network else ["--unshare-net"])
+        if self.own_tmp:
+            args += ["--bind", str(tmpdir), str(TMP)]
         home = _home()
         if home is not None:
             args += ["--tmpfs", str(home)]
@@ -186,11 +211,32 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         for path in _existing(self.writable):  # after .aiwg: the checks' scratch lies in it
             args += ["--bind", path, path]
+        for one in copies:
+            args += ["--bind", str(one.copy), str(one.original)]
         for path in _existing(self.sealed):
             args += ["--ro-bind", path, path]
+        for path in self.sockets(tmpdir, [home, TMP.resolve() if self.own_tmp else None]):
+            args += ["--ro-bind", "/dev/null", path]
         for path in _existing(self.hidden):  # last: over every bind above
             args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         return [*args, "--chdir", str(cwd), "--", *command]
+
+    def sockets(self, tmpdir: Path, hidden: Sequence[Path | None]) -> list[str]:
+        """The unix sockets bound outside the tree that the process would see (not those in a
+        hidden place: HOME, an own /tmp), each to be masked: connecting to one fails."""
+        inside = (self.workdir, tmpdir, *self.copied)  # a copy holds no socket
+        shown = (*self.readable, *self.writable)
+        found: list[str] = []
+        for path in _bound_sockets():
+            where = Path(path)
+            if any(where.is_relative_to(place) for place in inside):
+                continue
+            unseen = any(place is not None and where.is_relative_to(place) for place in hidden)
+            if unseen and not any(where.is_relative_to(place) for place in shown):
+                continue
+            if path not in found:
+                found.append(path)
+        return found
 
     def environment(self, full: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
         """Only the variables this process needs: the basics, ralph's own, those kept by name
@@ -207,13 +253,28 @@ class Sandbox:
     @contextlib.contextmanager
     def applied(
         self, command: Sequence[str], cwd: Path, full: Mapping[str, str]
-    ) -> Iterator[tuple[list[str], dict[str, str]]]:
-        """The argv and environment to start, with a private TMPDIR removed afterwards."""
+    ) -> Iterator[process.Applied]:
+        """The argv and environment to start, with a private TMPDIR (and the configuration
+        copies in it) removed afterwards; what the process changed in those copies is named
+        in the notes."""
         tmpdir = Path(tempfile.mkdtemp(prefix="ralph-sandbox-"))
         try:
-            yield self.argv(command, cwd, tmpdir), self.environment(full, tmpdir)
+            copies = throwaway.make(self.copied, tmpdir / ".ralph-config")
+            applied = process.Applied(
+                self.argv(command, cwd, tmpdir, copies), self.environment(full, tmpdir)
+            )
+            yield applied
+            applied.notes += throwaway.settle(copies, _home())
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _as_nobody() -> list[str]:
+    """Root inside a user namespace of its own, as `nobody` (a user already gets one from
+    bwrap): its mounts are locked, and a nested bwrap can make its own namespaces."""
+    if os.geteuid() != 0:
+        return []
+    return ["--unshare-user", "--uid", ROOT_INSIDE, "--gid", ROOT_INSIDE]
 
 
 def _home() -> Path | None:
@@ -222,6 +283,23 @@ def _home() -> Path | None:
         return None
     home = Path(raw).resolve()
     return home if home.is_dir() and home != Path("/") else None
+
+
+def _bound_sockets() -> list[str]:
+    """The paths of the unix sockets bound here (abstract ones have none) that still exist."""
+    try:
+        lines = UNIX_SOCKETS.read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    found: list[str] = []
+    for line in lines:
+        fields = line.split(maxsplit=7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.lstat(fields[7]).st_mode):
+                found.append(fields[7])
+    return found
 
 
 def _existing(paths: Sequence[Path]) -> list[str]:
@@ -234,26 +312,28 @@ def _existing(paths: Sequence[Path]) -> list[str]:
 
 
 def tool_places(environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """What must stay readable under the hidden HOME for tools to run: ralph's interpreter (a
-    virtual environment in HOME) and each PATH directory there with its parent (an npm or nvm
-    prefix keeps its packages beside `bin`), never HOME itself nor all of `~/.local`."""
+    """What must stay readable under the hidden HOME (and an actor's own /tmp) for tools to
+    run: ralph's interpreter (a virtual environment there), each PATH directory there with its
+    parent (an npm or nvm prefix keeps its packages beside `bin`) and each PYTHONPATH entry;
+    never HOME or /tmp itself, nor all of `~/.local`."""
     home = _home()
-    if home is None:
-        return ()
+    hidden = [place for place in (home, TMP.resolve()) if place is not None]
     places = [Path(sys.prefix), Path(sys.base_prefix)]
     for entry in environ.get("PATH", "").split(os.pathsep):
         if entry:
             places += [Path(entry), Path(entry).parent]
+    places += [Path(entry) for entry in environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     found: list[Path] = []
     for place in places:
         try:
             resolved = place.resolve()
         except OSError:
             continue
-        if resolved in (home, home / ".local") or not resolved.is_relative_to(home):
+        if home is not None and resolved == home / ".local":
             continue
-        found.append(resolved)
-    if any(p.is_relative_to(home / ".local") for p in found):
+        if resolved not in hidden and any(resolved.is_relative_to(h) for h in hidden):
+            found.append(resolved)
+    if home is not None and any(p.is_relative_to(home / ".local") for p in found):
         found.append(home / ".local" / "lib")  # what ~/.local/bin's scripts import
     return tuple(found)
 
@@ -287,10 +367,11 @@ class Policy:
         )
 
     def for_actor(self, credentials: Collection[str], state_dirs: Sequence[Path]) -> Sandbox:
-        writable = self.writes if self.writes is not None else tuple(state_dirs)
+        given = self.writes is not None  # --sandbox-write: the user's own choice, writable
         return replace(
             self._base(),
-            writable=writable,
+            writable=self.writes if self.writes is not None else (),
+            copied=() if given else tuple(state_dirs),
             network=self.network in ("actor", "all"),
             keep=frozenset(self.pass_env) | frozenset(credentials),
         )

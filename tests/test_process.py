@@ -206,3 +206,36 @@ def test_unset_variables_are_not_inherited(tmp_path: Path, monkeypatch: pytest.M
         'echo "[${FORCE_COLOR-unset}]"', cwd=tmp_path, wall_timeout=20, unset=["FORCE_COLOR"]
     )
     assert result.stdout == "[unset]\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_contained_run_ends_what_left_its_session_and_spares_a_run_still_going(
+    tmp_path: Path,
+) -> None:
+    """An actor's daemon (its own session, its environment scrubbed) is ended when the actor
+    ends; a run going on beside it in another thread keeps its processes."""
+    import threading
+    import time
+
+    beside: list[process.ProcessResult] = []
+    started = tmp_path / "started"
+    other = threading.Thread(
+        target=lambda: beside.append(
+            process.run(f"touch {started}; sleep 3; echo alive", cwd=tmp_path, contain=True)
+        )
+    )
+    other.start()
+    while not started.exists():
+        time.sleep(0.01)
+    pidfile = tmp_path / "daemon.pid"
+    daemon = (
+        f"env -i setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' </dev/null >/dev/null 2>&1 &"
+    )
+    result = process.run(
+        f"{daemon} while [ ! -s {pidfile} ]; do sleep 0.01; done", cwd=tmp_path, contain=True
+    )
+    pid = int(pidfile.read_text())
+    assert not alive(pid)
+    assert result.notes == ["ralph ended 1 program it left running"]
+    other.join()
+    assert beside[0].stdout.strip() == "alive"

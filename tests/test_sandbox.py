@@ -130,12 +130,19 @@ def test_an_agent_preset_gets_its_own_credentials_and_state_directories(tmp_path
     assert claude.sandbox is not None
     assert "ANTHROPIC_API_KEY" in claude.sandbox.keep
     assert "OPENAI_API_KEY" not in claude.sandbox.keep
-    assert Path("/home/u/.claude") in claude.sandbox.writable
+    # its state is a throwaway copy, never the user's own files made writable
+    assert claude.sandbox.copied == (Path("/home/u/.claude"), Path("/home/u/.claude.json"))
+    assert not any(p.is_relative_to("/home/u") for p in claude.sandbox.writable)
+    assert not claude.sandbox.own_tmp
+    codex = AgentActor(PRESETS["codex"])
+    confine(codex, policy, {"HOME": "/home/u"})
+    assert codex.sandbox is not None and codex.sandbox.own_tmp  # its own sandbox writes /tmp
     gemini = AgentActor(PRESETS["gemini"])
     confine(gemini, Policy("bwrap", tmp_path, tmp_path, writes=(tmp_path / "w",)), {})
     assert gemini.sandbox is not None
     # --sandbox-write replaces the preset's list; the agent's bytecode folder is ralph's own
     assert gemini.sandbox.writable == (tmp_path / "w", tmp_path / ".aiwg/ralph/tmp/pycache-actor")
+    assert gemini.sandbox.copied == ()
     assert "GEMINI_CLI_TRUST_WORKSPACE" in gemini.sandbox.keep  # the preset's own setting
 
 
@@ -235,3 +242,75 @@ def test_a_bwrap_without_user_namespaces_is_named_with_the_fix(
     assert not found.works and found.path == str(fake) and found.version == "0.9.0"
     assert found.reason.startswith("no user namespaces here")
     assert "user namespaces" in found.fix and "--sandbox none" in found.fix
+
+
+def test_the_reflector_and_judges_agent_cli_runs_in_the_actors_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook or MCP server planted in the agent's configuration or the tree runs confined when
+    the same CLI answers as the reflector (or a judge, which asks the reflector's client)."""
+    from ralph import process
+    from ralph.actors.agents import PRESETS, AgentActor
+    from ralph.actors.confine import confine
+    from ralph.providers.base import Message
+
+    seen: dict[str, object] = {}
+
+    def fake_run(argv: list[str], **options: object) -> process.ProcessResult:
+        seen.update(options)
+        return process.ProcessResult(0, '{"type":"result","result":"fine"}\n', "", 1)
+
+    monkeypatch.setattr(process, "run", fake_run)
+    monkeypatch.setattr(AgentActor, "binary", lambda self: "claude")
+    claude = AgentActor(PRESETS["claude"], base_dir=tmp_path)
+    confine(claude, Policy("bwrap", tmp_path, tmp_path), {"HOME": str(tmp_path / "home")})
+    claude.chat_client().chat([Message(role="user", content="why did it fail?")])
+    confined = seen["sandbox"]
+    assert isinstance(confined, Sandbox) and seen["contain"] is True
+    assert confined.copied == claude.sandbox.copied  # type: ignore[union-attr]
+    assert any(p.name.startswith("ralph-chat-") for p in confined.writable)  # its scratch
+
+
+def test_the_sandbox_holds_as_root_its_own_pids_no_capability_root_is_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Sandbox("bwrap", tmp_path)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    as_root = box.argv(["x"], tmp_path, tmp_path / "private")
+    for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
+        assert flag in as_root
+    assert as_root[as_root.index("--cap-drop") + 1] == "ALL"
+    assert as_root[as_root.index("--unshare-user") :][:5] == [
+        "--unshare-user", "--uid", "65534", "--gid", "65534",
+    ]  # fmt: skip
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    assert "--unshare-user" not in box.argv(["x"], tmp_path, tmp_path)  # bwrap makes one
+
+
+def test_a_socket_bound_outside_the_tree_is_masked_one_in_it_or_the_hidden_home_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    home, tree, outside = tmp_path / "home", tmp_path / "tree", tmp_path / "run"
+    for folder in (home / ".ssh", tree, outside):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    paths = [outside / "docker.sock", tree / "app.sock", home / ".ssh" / "agent.sock"]
+    listeners = []
+    for path in paths:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listeners.append(listener)
+    table = tmp_path / "unix"
+    rows = [f"0000: 00000002 00000000 00010000 0001 01 {n} {p}" for n, p in enumerate(paths)]
+    rows.append("0000: 00000002 00000000 00010000 0001 01 9 @abstract")
+    table.write_text("Num RefCount Protocol Flags Type St Inode Path\n" + "\n".join(rows) + "\n")
+    monkeypatch.setattr(sandbox, "UNIX_SOCKETS", table)
+    try:
+        argv = Sandbox("bwrap", tree).argv(["x"], tree, tmp_path / "private")
+    finally:
+        for listener in listeners:
+            listener.close()
+    masked = [argv[i + 2] for i, arg in enumerate(argv) if argv[i + 1 : i + 2] == ["/dev/null"]]
+    assert masked == [str(outside / "docker.sock")]

@@ -17,7 +17,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralph import process
@@ -248,6 +248,7 @@ class AgentActor:
             idle_timeout=ctx.idle_timeout,
             on_output=tracer.on_output,
             sandbox=self.sandbox,
+            contain=True,
         )
         output = combined_output(result)
         write_log(ctx, output)
@@ -265,7 +266,8 @@ class AgentActor:
             summary=summary,
             trajectory=tracer.trajectory(self.name, result.stdout),
             notes=[f"{self.name}: {note}" for note in parsed.notes]
-            + (denials(output) if self.sandbox is not None else []),
+            + (denials(output) if self.sandbox is not None else [])
+            + result.notes,
         )
 
     def chat_client(self) -> AgentChatClient:
@@ -289,6 +291,12 @@ class AgentChatClient:
         self.model_args = model_args(actor.actor_args)
         self.model = self.model_args[-1] if self.model_args else actor.name
 
+    def sandbox(self, scratch: Path) -> Sandbox | None:
+        """The actor's own sandbox (a hook or MCP server planted in the agent's configuration
+        or the tree runs confined, never as ralph), its scratch folder writable."""
+        box = self.actor.sandbox
+        return None if box is None else replace(box, writable=(*box.writable, scratch))
+
     def chat(
         self,
         messages: list[Message],
@@ -309,6 +317,8 @@ class AgentChatClient:
                 env=self.actor.run_env(),
                 stdin=prompt if preset.prompt_on_stdin else None,
                 wall_timeout=self.timeout,
+                sandbox=self.sandbox(Path(scratch)),
+                contain=True,
             )
         parsed = preset.parse(result.stdout)
         if result.timed_out or not parsed.text.strip():

@@ -135,6 +135,7 @@ class CommandActor:
             idle_timeout=ctx.idle_timeout,
             on_output=ctx.on_output,
             sandbox=self.sandbox,
+            contain=True,
         )
         output = combined_output(result)
         write_log(ctx, output)
@@ -154,7 +155,7 @@ class CommandActor:
             summary=summary_of(result),
             # no step stream: the trace keeps the output's end, not a step made of the summary
             trajectory=Trajectory(self.name),
-            notes=denials(output) if self.sandbox is not None else [],
+            notes=(denials(output) if self.sandbox is not None else []) + result.notes,
         )
 
     def chat_client(self) -> ChatClient | None:

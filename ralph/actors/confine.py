@@ -2,7 +2,8 @@
 
 The table says, per preset, the variables that carry the agent's credentials (other providers'
 keys stay out unless `--pass-env` names them) and the directories under HOME it must write
-(its login, sessions, settings); `--sandbox-write` replaces that list. A `cmd:` actor gets only
+(its login, sessions, settings), which it gets as a throwaway copy (ralph/throwaway.py);
+`--sandbox-write` replaces that list with paths it writes for real. A `cmd:` actor gets only
 ralph's variables and those named. The LLM actor and `script:` start no process: ralph applies
 their edits itself, so only their checks are confined.
 """
@@ -53,6 +54,11 @@ AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 }  # fmt: skip
 
 
+# Presets whose CLI runs a sandbox of its own that writes in /tmp (codex: its helper's lock and
+# daemon folders, `/tmp/codex-*`, whatever TMPDIR says): their /tmp is their private TMPDIR.
+OWN_TMP = frozenset({"codex"})
+
+
 def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) -> Sandbox | None:
     """Give an actor that starts a process its sandbox; the checks' sandbox to give them
     (None for both: they run as ralph does)."""
@@ -64,7 +70,8 @@ def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) ->
         dirs = [home / place for place in homes]
         dirs += [Path(environ[name]) for name in elsewhere if environ.get(name)]
         keep = {*names, *(name for name, _ in actor.preset.env)}
-        actor.sandbox = with_bytecode(policy.for_actor(keep, dirs), policy)
+        box = policy.for_actor(keep, dirs)
+        actor.sandbox = with_bytecode(replace(box, own_tmp=actor.preset.name in OWN_TMP), policy)
     elif isinstance(actor, CommandActor):
         actor.sandbox = with_bytecode(policy.for_actor((), ()), policy)
     return policy.for_checks()
