@@ -1,5 +1,5 @@
 """docs/architecture.md stays true where a test can tell: its map of the packages names exactly
-the modules on disk, and its list of large modules is exactly the modules over the limit."""
+the modules on disk, and the sources name only modules that exist, with no tracker numbers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ralph"
 DOC = (ROOT / "docs" / "architecture.md").read_text("utf-8")
-SIZE_LIMIT = 450  # lines; the doc names every module above it, each one cohesive thing
-MOST_LARGE = 3
 COLUMN = 37  # where the map's module lists start
 
 
@@ -60,33 +58,10 @@ def modules_on_disk() -> set[str]:
     }
 
 
-def large_modules() -> set[str]:
-    return {
-        path.relative_to(PACKAGE).as_posix()
-        for path in PACKAGE.rglob("*.py")
-        if len(path.read_text("utf-8").splitlines()) > SIZE_LIMIT
-    }
-
-
-def documented_large_modules() -> set[str]:
-    sizes = DOC.split("**Sizes.**", 1)[1].split("\n\n", 1)[0]
-    assert f"{SIZE_LIMIT} lines" in sizes, "the doc states the limit the test holds"
-    named = re.findall(r"`([\w/]+\.py)`", sizes)
-    return {name for name in named if not name.startswith("tests/")}
-
-
 def test_the_map_names_exactly_the_modules_on_disk() -> None:
     documented, disk = documented_modules(), modules_on_disk()
     assert sorted(disk - documented) == [], "modules docs/architecture.md does not name"
     assert sorted(documented - disk) == [], "modules docs/architecture.md names that do not exist"
-
-
-def test_the_large_modules_are_the_documented_ones() -> None:
-    assert documented_large_modules() == large_modules()
-
-
-def test_at_most_three_modules_are_large() -> None:
-    assert len(large_modules()) <= MOST_LARGE
 
 
 def test_the_readers_see_a_module_missing_from_the_map() -> None:
