@@ -42,6 +42,7 @@ class LoopAborted(KeyboardInterrupt):
 
 
 EXIT_ABORTED = 4
+EXIT_FOR_PERSON = 5  # stopped for a person, resumable: a usage limit not waited out
 
 
 def one_line(exc: BaseException) -> str:

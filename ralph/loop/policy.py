@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from ralph.memory.state import BaselineSummary
     from ralph.records import IterationRecord
 
-Action = Literal["continue", "success", "limit", "stalled", "budget", "diminishing", "degraded"]
+Action = Literal[
+    "continue", "success", "limit", "stalled", "budget", "diminishing", "degraded", "usage_limit"
+]
 MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ralph.errors import EXIT_ABORTED, RalphError
+from ralph.errors import EXIT_ABORTED, EXIT_FOR_PERSON, RalphError
 from ralph.glyphs import changed_text, sparkline
 from ralph.ids import validate_loop_id
 from ralph.memory.store import MemoryStore
@@ -31,6 +32,7 @@ EXIT_CODES = {
     "aborted": EXIT_ABORTED,
     "interrupted": 130,  # Ctrl-C, SIGTERM, SIGHUP: paused, `ralph resume` continues it
     "diminishing": 1,  # Self-Refine's stops (policy.py)
+    "usage_limit": EXIT_FOR_PERSON,  # paused: a usage limit not waited out (loop/limits.py)
     "degraded": 1,
 }
 FINAL_STATUS = {
@@ -41,6 +43,7 @@ FINAL_STATUS = {
     "budget": "failed",
     "diminishing": "failed",
     "degraded": "failed",
+    "usage_limit": "paused",
 }
 ABORTED_MESSAGE = "aborted by `ralph abort`: the loop is over (start a new one with `ralph run`)"
 INTERRUPTED_MESSAGE = "interrupted: `ralph resume` continues the loop"
@@ -292,11 +295,14 @@ class LoopStatus:
     worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
     # or rolled back, and why (rollback.verdicts)
     pruned: PrunedNote | None = None  # `ralph prune` removed its branch or worktree
+    waiting_until: str | None = None  # a running loop waits out a usage limit (loop/limits.py)
+    waiting_for: str | None = None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
+        waiting = self.status == "running" and self.waiting_until
         shown = [
-            f"{self.loop_id}  {self.status}",
+            f"{self.loop_id}  {waiting_text(self.waiting_until) if waiting else self.status}",
             f"  task        {self.task}",
             f"  iteration   {self.iteration}/{self.max_iterations}  best {best}",
             f"  rewards     {sparkline(self.reward_history)} {self.reward_history}",
@@ -317,6 +323,8 @@ class LoopStatus:
         shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
         if self.stop_reason:
             shown.append(f"  stopped     {self.stop_reason}")
+        if waiting and self.waiting_for:
+            shown.append(f"  limit       {self.waiting_for}")
         for n, line in enumerate(shown):  # a value wraps under its own column
             yield Wrapped(line, hang=4 if n == 0 else LABEL_COLUMN)
 
@@ -364,4 +372,16 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         if may_have_worse(state)
         else [],
         pruned=pruned_note(store, state.loop_id),
+        waiting_until=state.waiting_until,
+        waiting_for=state.waiting_for,
     )
+
+
+def waiting_text(until: str | None) -> str:
+    """`waiting until 13:05 UTC` (local time; the date too when not today)."""
+    from ralph.usage_limits import clock_text
+
+    try:
+        return f"waiting until {clock_text(datetime.fromisoformat(until or '').timestamp())}"
+    except ValueError:
+        return f"waiting until {until}"
