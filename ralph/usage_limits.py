@@ -163,7 +163,8 @@ def _reset(rule: Signal, found: re.Match[str], now: float) -> float | None:
 
 UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 DURATION_PART = re.compile(
-    r"(\d+(?:\.\d+)?)\s*(ms|d(?:ays?)?|h(?:ours?|rs?)?|m(?:in(?:ute)?s?)?|s(?:ec(?:ond)?s?)?)\b",
+    r"(\d+(?:\.\d+)?)\s*(ms|d(?:ays?)?|h(?:ours?|rs?)?|m(?:in(?:ute)?s?)?|s(?:ec(?:ond)?s?)?)"
+    r"(?![a-z])",
     re.IGNORECASE,
 )
 
