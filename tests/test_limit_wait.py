@@ -5,6 +5,8 @@ then runs the same iteration again; or it pauses for a person (exit 5) and resum
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,15 @@ from ralph import schemas
 from ralph.errors import EXIT_FOR_PERSON, LoopAborted
 from ralph.loop.limits import MARGIN, Waiter, board_path, read_board
 from ralph.memory.store import MemoryStore
-from ralph.testing import VERSIONS, Loop, make_loop, write
+from ralph.testing import TEST_TEXT, VERSIONS, Loop, make_loop, write
 from ralph.usage_limits import UsageLimit
 
+from .conftest import RunCli
+from .fakes import AGENT_CREDENTIALS
+from .fakes.calc_project import make_calc_repo
+
 LOOP = "ralph-fake-1"
+SPEND = "You've hit your monthly spend limit · raise it at claude.ai/settings/usage"
 NOW = 1_800_000_000.0
 
 
@@ -184,3 +191,57 @@ def test_loops_on_the_same_agent_wait_together(tmp_path: Path) -> None:
     assert sorted(other.actor.prompts) == [1] and len(other.reporter.waits) == 1
     limit = read_board(MemoryStore(tmp_path / "a"), "fake")
     assert limit is not None and limit.resets_at == NOW + 600
+
+
+# end to end: `ralph run` with the claude preset, a fake claude that meets a spend limit -------
+
+FAKES = Path(__file__).parent / "fakes" / "agents"
+FIX = "FAKE-EDIT: calc.py :: return x => return abs(x)"
+
+
+def test_run_pauses_with_exit_5_and_resume_continues(
+    ralph: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limit without a reset: exit 5, the CLI's words and `ralph resume`; once lifted,
+    `ralph resume` runs the same first iteration, and the loop ends green."""
+    tests = TEST_TEXT + "\n\ndef test_negative():\n    assert f(-2) == 2\n"
+    root = make_calc_repo(
+        tmp_path / "repo", calc=VERSIONS["partial"], tests=tests, monkeypatch=monkeypatch
+    )
+    limited = tmp_path / "limited"
+    said = [
+        {"type": "system", "subtype": "init", "session_id": "s"},
+        {"type": "result", "subtype": "success", "is_error": True, "result": SPEND},
+    ]
+    limited.write_text("".join(json.dumps(event) + "\n" for event in said))
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    shim = shims / "claude"
+    shim.write_text(
+        f'#!/bin/sh\nif [ -f "{limited}" ]; then cat >/dev/null; cat "{limited}"; exit 1; fi\n'
+        f'exec "{sys.executable}" "{FAKES / "claude"}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
+    for name, value in AGENT_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAKE_AGENT_EDIT", FIX)
+    monkeypatch.setenv("CI", "true")
+    check = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+    args = ["run", "make f handle negative numbers", "-a", "claude", "-t", check]
+    args += ["--reflector", "heuristic", "--no-memory-tools", "--json"]
+    paused = ralph(*args, cwd=root)
+    assert paused.code == 5, paused.err
+    result = json.loads(paused.out)
+    assert (result["status"], result["stop_reason"], result["iterations"]) == (
+        "paused",
+        "usage_limit",
+        0,
+    )
+    loop = result["loop_id"]
+    assert SPEND in paused.err and f"ralph resume {loop}" in paused.err
+    assert MemoryStore(root).record_paths(loop) == []
+    limited.unlink()  # a person raised the limit
+    resumed = ralph("resume", loop, "--json", cwd=root)
+    assert resumed.code == 0, resumed.err
+    assert json.loads(resumed.out)["iterations"] == 1
