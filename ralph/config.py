@@ -32,6 +32,7 @@ DURATION_KEYS = (
     "idle_timeout",
     "check_timeout",
     "reflector_timeout",
+    "max_wait",
 )
 BOOLEAN_KEYS: tuple[str, ...] = ("no_git", "allow_dirty", "no_rollback", "worktree", "json")
 BOOLEAN_KEYS += ("quiet", "notify", "allow_test_edits", "memory_tools", "escalate")
@@ -118,6 +119,9 @@ class Settings:
     notify: bool = False  # say when a loop ends: bell and desktop notification, or the command
     notify_command: str | None = None
     success: str = "baseline"
+    # a usage limit (loop/limits.py): wait until it resets, at most max_wait; or stop (exit 5)
+    on_limit: str = "wait"
+    max_wait: float | None = 21600.0
     # the actor and the checks in a sandbox (ralph/sandbox.py): auto, bwrap or none; who keeps
     # the network; what the actor may write beyond the tree (None: its preset's own
     # directories); variables passed on by name

@@ -21,6 +21,7 @@ from ralph.providers.ollama import OllamaClient, normalize_host
 from ralph.providers.openai import OpenAIClient
 from ralph.providers.pricing import cost, price
 from ralph.providers.registry import make_client, parse_spec, provider_available
+from ralph.usage_limits import UsageLimited
 from tests.fakes import FakeProvider
 
 KEY = "sk-test-THISKEYMUSTNEVERLEAK0123456789"
@@ -341,13 +342,49 @@ def test_slow_answer_past_the_deadline(fake: FakeProvider, waits: list[float]) -
     assert len(fake.requests) == 1 and waits == []
 
 
-def test_retry_after_beyond_the_deadline_is_not_slept(
+def test_retry_after_beyond_the_deadline_is_a_usage_limit(
     fake: FakeProvider, waits: list[float]
 ) -> None:
+    """A 429 whose wait the deadline cannot hold is not slept: it is a usage limit, with its
+    reset, which the loop waits out (loop/limits.py)."""
     fake.script(status=429, headers={"Retry-After": "600"})
-    with pytest.raises(ProviderError, match=r"600\.0s more would pass the 120s deadline"):
+    before = time.time()
+    with pytest.raises(UsageLimited) as caught:
         openai(fake, waits).chat(CHAT)
     assert waits == [] and len(fake.requests) == 1
+    limit = caught.value.limit
+    assert limit.source == "openai" and "HTTP 429" in limit.message
+    assert limit.resets_at is not None and before + 600 <= limit.resets_at <= time.time() + 600
+
+
+def test_anthropic_reset_headers_are_a_usage_limit(fake: FakeProvider, waits: list[float]) -> None:
+    """No retry-after: Anthropic's reset header of the limit with nothing remaining says when."""
+    soon = datetime.fromtimestamp(time.time() + 30, UTC).isoformat()
+    later = datetime.fromtimestamp(time.time() + 3 * 3600, UTC).replace(microsecond=0)
+    fake.script(
+        status=429,
+        message="Number of request tokens has exceeded your rate limit",
+        headers={
+            "anthropic-ratelimit-requests-remaining": "12",
+            "anthropic-ratelimit-requests-reset": soon,
+            "anthropic-ratelimit-tokens-remaining": "0",
+            "anthropic-ratelimit-tokens-reset": later.isoformat().replace("+00:00", "Z"),
+        },
+    )
+    with pytest.raises(UsageLimited) as caught:
+        anthropic(fake, waits).chat(CHAT)
+    assert caught.value.limit.resets_at == later.timestamp()
+    assert "exceeded your rate limit" in caught.value.limit.message and waits == []
+
+
+def test_429_until_the_attempts_run_out_is_a_limit_without_reset(
+    fake: FakeProvider, waits: list[float]
+) -> None:
+    for _ in range(3):
+        fake.script(status=429, message="slow down")
+    with pytest.raises(UsageLimited) as caught:
+        openai(fake, waits, max_attempts=3).chat(CHAT)
+    assert caught.value.limit.resets_at is None and len(waits) == 2
 
 
 def test_401_fails_at_once_without_the_key(fake: FakeProvider, waits: list[float]) -> None:
@@ -369,10 +406,12 @@ def test_400_is_not_retried(fake: FakeProvider, waits: list[float]) -> None:
 
 
 def test_exhausted_quota_429_is_not_retried(fake: FakeProvider, waits: list[float]) -> None:
+    """An empty account is a usage limit no wait ends: no reset, the loop pauses for a person."""
     fake.script(status=429, code="insufficient_quota", message="You exceeded your current quota")
-    with pytest.raises(ProviderError, match="exceeded your current quota"):
+    with pytest.raises(UsageLimited, match="exceeded your current quota") as caught:
         openai(fake, waits).chat(CHAT)
     assert waits == [] and len(fake.requests) == 1
+    assert caught.value.limit.resets_at is None
 
 
 def test_x_should_retry_header_overrides_status(fake: FakeProvider, waits: list[float]) -> None:

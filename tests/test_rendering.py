@@ -80,7 +80,7 @@ def test_the_status_json_form_keeps_its_keys_in_order() -> None:
         "loop_id", "task", "status", "stop_reason", "iteration", "max_iterations",
         "best_iteration", "best_reward", "baseline_reward", "reward_history", "usage", "branch",
         "base_branch", "base_commit", "best_commit", "worktree", "changed_files", "created_at",
-        "updated_at", "worse", "pruned",
+        "updated_at", "worse", "pruned", "waiting_until", "waiting_for",
     ]  # fmt: skip
     assert to_data(status())["changed_files"] == [{"path": "a.py", "added": 1, "removed": 2}]
 

@@ -47,6 +47,7 @@ from ralph.memory.server import sdk_available, server_command
 from ralph.memory.store import MemoryStore
 from ralph.providers.base import ChatResponse, Message
 from ralph.sandbox import Sandbox, denials
+from ralph.usage_limits import EventSignal, LimitSignals, Signal, UsageLimited, recognise
 
 # (prompt file, scratch directory) -> (arguments before actor_args, arguments after them)
 ArgvBuilder = Callable[[Path, Path], tuple[list[str], list[str]]]
@@ -64,6 +65,7 @@ class Preset:
     prompt_on_stdin: bool = True
     env: tuple[tuple[str, str], ...] = ()  # variables the tool needs to run headless
     memory: MemoryWirer | None = None  # how it takes an MCP server per run (None: it cannot)
+    limits: LimitSignals | None = None  # how it says a usage limit stopped it (usage_limits)
 
 
 def _claude(mode: str) -> ArgvBuilder:
@@ -111,6 +113,46 @@ def _opencode(*agent: str) -> ArgvBuilder:
     return lambda prompt, scratch: (["run", "--format", "json", *agent], [])
 
 
+# How each CLI says a usage limit stopped it, as its released versions print it (the texts
+# from its own source; `usage_limits.py` reads them). The first that matches wins.
+CLAUDE_LIMITS = LimitSignals(
+    texts=(
+        Signal(r"^Claude AI usage limit reached\|(?P<epoch>\d{9,13})"),
+        Signal(
+            r"You[’']ve hit your [^·\n]*limit\s*·\s*resets\s+(?P<clock>[^(\n]+?)"
+            r"(?:\s*\((?P<zone>[^)\n]+)\))?\s*$"
+        ),
+        Signal(
+            r"You[’']ve hit your [^\n]*limit|Claude AI usage limit reached|out of usage credits|"
+            r"Your org is out of usage|usage limit is set to \$0|"
+            r"usage allocation has been disabled|seat type doesn[’']t include",
+            reset="none",
+        ),
+    ),
+    events=(
+        EventSignal("rate_limit_event", "rate_limit_info", ("status", "rejected"), "resetsAt"),
+    ),
+)
+CODEX_LIMITS = LimitSignals(
+    texts=(
+        Signal(r"usage_limit_reached[^\n]*?\"resets_at\"\s*:\s*(?P<epoch>\d+)"),
+        Signal(r"usage_limit_reached[^\n]*?\"resets_in_seconds\"\s*:\s*(?P<seconds>\d+)"),
+        Signal(r"hit your usage limit[^\n]*?try again at (?P<clock>[^.\n]+)"),
+        Signal(r"hit your usage limit[^\n]*?try again in (?P<after>[^.\n]+)"),
+        Signal(r"hit your usage limit|usage_limit_reached", reset="none"),
+    )
+)
+GEMINI_LIMITS = LimitSignals(
+    texts=(
+        # Google resets a daily quota at midnight Pacific time
+        Signal(r"exhausted your daily quota", reset="midnight:America/Los_Angeles"),
+        Signal(
+            r"(?:quota|exhausted|RESOURCE_EXHAUSTED)[^\n]*?(?:Please retry in|Suggested retry "
+            r"after)\s+(?P<after>[0-9.]+m?s)\b"
+        ),
+    )
+)
+
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
@@ -122,6 +164,7 @@ PRESETS: dict[str, Preset] = {
             _claude("plan"),
             parse_claude,
             memory=claude_memory,
+            limits=CLAUDE_LIMITS,
         ),
         Preset(
             "codex",
@@ -131,6 +174,7 @@ PRESETS: dict[str, Preset] = {
             _codex("read-only"),
             parse_codex,
             memory=codex_memory,
+            limits=CODEX_LIMITS,
         ),
         Preset(
             "aider",
@@ -153,6 +197,7 @@ PRESETS: dict[str, Preset] = {
             # works across versions: older ones ignore it, unknown flags would be an error.
             env=(("GEMINI_CLI_TRUST_WORKSPACE", "true"),),
             memory=gemini_memory,
+            limits=GEMINI_LIMITS,
         ),
         Preset(
             "opencode",
@@ -253,6 +298,12 @@ class AgentActor:
         output = combined_output(result)
         write_log(ctx, output)
         parsed = self.preset.parse(result.stdout)
+        signals = self.preset.limits
+        if signals and result.timed_out is None and (result.exit_code != 0 or parsed.error):
+            failed = (parsed.error, result.stderr, parsed.text)  # a failed run's words only
+            limit = recognise(self.name, signals, stdout=result.stdout, errors=failed)
+            if limit is not None:
+                raise UsageLimited(limit)
         summary = parsed.text.strip() or (f"error: {parsed.error}" if parsed.error else None)
         return ActorResult(
             output=output,

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ralph.cli.waiting import announce
 from ralph.glyphs import changed_text, clip, plural, sparkline
 from ralph.records import known_sum
 from ralph.redact import redact
@@ -126,6 +127,11 @@ class PlainReporter:
     def note(self, message: str) -> None:
         self.line(f"note: {message}")
 
+    def waiting(self, state: LoopState, until: float, limit: str) -> None:
+        """A usage limit waited out: a line with the time the loop goes on (`--notify` says
+        so too; the live view counts down)."""
+        self.line(announce(state, until, limit))
+
     def loop_finished(self, result: LoopResult) -> None:
         curve = sparkline(result.reward_history)
         best = "-" if result.best_reward is None else f"{result.best_reward:.2f}"
@@ -206,6 +212,11 @@ class RichReporter(PlainReporter):
         s = self.state
         elapsed = time.monotonic() - self.phase_started
         header = f"iteration {s['iteration']}/{self.max_iterations}  {s['phase']}  {elapsed:4.0f}s"
+        if s.get("until"):  # a usage limit: the time left, not the time spent
+            from ralph.usage_limits import span
+
+            left = span(s["until"] - time.time())
+            header = f"iteration {s['iteration']}/{self.max_iterations}  usage limit: {left} left"
         if s["iteration"] == 0:
             header = f"baseline  {elapsed:4.0f}s"
         parts: list[RenderableType] = [Spinner("dots", text=Text(header))]
@@ -230,8 +241,14 @@ class RichReporter(PlainReporter):
         self.live.refresh()
 
     def phase(self, iteration: int, name: str) -> None:
-        self.state.update(iteration=iteration, phase=name)
+        self.state.update(iteration=iteration, phase=name, until=None)
         self.phase_started = time.monotonic()
+        self.last_output = ""
+        self._refresh()
+
+    def waiting(self, state: LoopState, until: float, limit: str) -> None:
+        super().waiting(state, until, limit)
+        self.state.update(iteration=state.iteration + 1, until=until)
         self.last_output = ""
         self._refresh()
 

@@ -29,6 +29,7 @@ from ralph.cli.sandboxing import (
     SandboxWriteOpt,
     sandbox_flags,
 )
+from ralph.cli.waiting import MaxWaitOpt, OnLimitOpt, limit_flags
 
 # init --------------------------------------------------------------------------------------
 
@@ -331,6 +332,8 @@ def run(
     sandbox_network: SandboxNetworkOpt = None,
     sandbox_write: SandboxWriteOpt = None,
     pass_env: PassEnvOpt = None,
+    on_limit: OnLimitOpt = None,
+    max_wait: MaxWaitOpt = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -354,7 +357,7 @@ def run(
         allow_dirty=allow_dirty, no_rollback=no_rollback, worktree=worktree, strict=strict,
         config=config_file, notify=notify, allow_test_edits=allow_test_edits,
         **sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env),
-        memory_tools=memory_tools, escalate=escalate,
+        memory_tools=memory_tools, escalate=escalate, **limit_flags(on_limit, max_wait),
     )  # fmt: skip
     as_json, quiet, settings = _output_mode(flags, as_json, quiet)
     if dry_run:
@@ -388,6 +391,8 @@ def resume(
     sandbox_network: SandboxNetworkOpt = None,
     sandbox_write: SandboxWriteOpt = None,
     pass_env: PassEnvOpt = None,
+    on_limit: OnLimitOpt = None,
+    max_wait: MaxWaitOpt = None,
 ) -> None:
     """Continue a paused or crashed loop with the memory it had."""
     from ralph.cli import live as ui
@@ -397,6 +402,7 @@ def resume(
         loop = loop_in(memory(), loop)
     flags = {"max_iterations": max_iterations, "allow_test_edits": allow_test_edits or None}
     flags |= sandbox_flags(sandbox, sandbox_network, sandbox_write, pass_env)
+    flags |= limit_flags(on_limit, max_wait)
     result = runner.resume_task(loop, flags, ui.make_reporter(quiet=quiet))
     finish_loop(result, as_json, _resumed_settings(result.loop_id, notify))
 

@@ -25,8 +25,13 @@ def message(result: Any) -> str:
 
 
 def notify(result: Any, command: str | None) -> None:
-    text = message(result)
-    env = {"RALPH_NOTIFY_MESSAGE": text, "RALPH_NOTIFY_STATUS": str(result.status)}
+    say(message(result), str(result.status), command)
+
+
+def say(text: str, status: str, command: str | None) -> None:
+    """`text` as a notification: `command` with it in RALPH_NOTIFY_MESSAGE and `status` in
+    RALPH_NOTIFY_STATUS, else the bell and a desktop notification."""
+    env = {"RALPH_NOTIFY_MESSAGE": text, "RALPH_NOTIFY_STATUS": status}
     if command:
         process.run(command, cwd=Path.cwd(), env=env, wall_timeout=NOTIFY_TIMEOUT)
         return

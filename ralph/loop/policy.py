@@ -39,6 +39,7 @@ Action = Literal[
     "diminishing",
     "degraded",
     "needs_human",
+    "usage_limit",
 ]
 MIN_GAIN = 0.05  # Self-Refine: less than 5 % better over two iterations is not worth a third
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,6 +34,7 @@ EXIT_CODES = {
     "aborted": EXIT_ABORTED,
     "interrupted": 130,  # Ctrl-C, SIGTERM, SIGHUP: paused, `ralph resume` continues it
     "diminishing": 1,  # Self-Refine's stops (policy.py)
+    "usage_limit": EXIT_FOR_PERSON,  # paused: a usage limit not waited out (loop/limits.py)
     "degraded": 1,
     "needs_human": EXIT_FOR_PERSON,  # the agent asked for a person (loop/escalation.py)
 }
@@ -46,6 +48,7 @@ FINAL_STATUS = {
     "diminishing": "failed",
     "degraded": "failed",
     "needs_human": "needs_human",  # resumable, once a person has looked
+    "usage_limit": "paused",
 }
 ABORTED_MESSAGE = "aborted by `ralph abort`: the loop is over (start a new one with `ralph run`)"
 INTERRUPTED_MESSAGE = "interrupted: `ralph resume` continues the loop"
@@ -307,11 +310,14 @@ class LoopStatus:
     worse: list[str] = field(default_factory=list)  # attempts that made something worse: kept
     # or rolled back, and why (rollback.verdicts)
     pruned: PrunedNote | None = None  # `ralph prune` removed its branch or worktree
+    waiting_until: str | None = None  # a running loop waits out a usage limit (loop/limits.py)
+    waiting_for: str | None = None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         best = "-" if self.best_reward is None else f"{self.best_reward:.2f}"
+        waiting = self.status == "running" and self.waiting_until
         shown = [
-            f"{self.loop_id}  {self.status}",
+            f"{self.loop_id}  {waiting_text(self.waiting_until) if waiting else self.status}",
             f"  task        {self.task}",
             f"  iteration   {self.iteration}/{self.max_iterations}  best {best}",
             f"  rewards     {sparkline(self.reward_history)} {self.reward_history}",
@@ -332,6 +338,8 @@ class LoopStatus:
         shown += [f"  {'worse' if n == 0 else '':<12}{text}" for n, text in enumerate(self.worse)]
         if self.stop_reason:
             shown.append(f"  stopped     {self.stop_reason}")
+        if waiting and self.waiting_for:
+            shown.append(f"  limit       {self.waiting_for}")
         for n, line in enumerate(shown):  # a value wraps under its own column
             yield Wrapped(line, hang=4 if n == 0 else LABEL_COLUMN)
 
@@ -379,6 +387,8 @@ def loop_status(loop_id: str | None, cwd: Path | None = None) -> LoopStatus:
         if may_have_worse(state)
         else [],
         pruned=pruned_note(store, state.loop_id),
+        waiting_until=state.waiting_until,
+        waiting_for=state.waiting_for,
     )
 
 
@@ -396,3 +406,13 @@ def way_back_of(store: MemoryStore, loop_id: str) -> tuple[str, ...]:
         if state.git and Branches(store.root).checked_out_here() != state.git.branch:
             lines = [line for line in lines if not line.startswith("switch ")]
     return tuple(lines)
+
+
+def waiting_text(until: str | None) -> str:
+    """`waiting until 13:05 UTC` (local time; the date too when not today)."""
+    from ralph.usage_limits import clock_text
+
+    try:
+        return f"waiting until {clock_text(datetime.fromisoformat(until or '').timestamp())}"
+    except ValueError:
+        return f"waiting until {until}"

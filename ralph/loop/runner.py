@@ -42,6 +42,7 @@ from ralph.loop.lifecycle import (
     StateWriter,
     emit,
 )
+from ralph.loop.limits import Waiter
 from ralph.loop.policy import (
     Attempt,
     Decision,
@@ -66,6 +67,7 @@ from ralph.loop.window import window_policy
 from ralph.memory.state import LoopState
 from ralph.memory.store import MemoryStore
 from ralph.records import IterationRecord
+from ralph.usage_limits import UsageLimited
 from ralph.workspace.base import GitState
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ class LoopRunner:
     records: list[IterationRecord] = field(default_factory=list)
     # the lifecycle's hooks, after the runner's own (records, state, reporter, budgets)
     hooks: list[Hook] = field(default_factory=list)
+    waiter: Waiter = field(default_factory=Waiter)  # a usage limit waited out
     baseline: Baseline | None = field(default=None, init=False)
     _last_evaluation: Evaluation | None = field(default=None, init=False)
     # evaluations of the trees a rollback may return to: 0 (the baseline) and the best iteration
@@ -225,7 +228,13 @@ class LoopRunner:
             while True:
                 self.store.check_abort(state.loop_id)  # `ralph abort` from where no signal reaches
                 emit(self.hooks, AttemptStarting(state, self._spend(state, started)))
-                record = self._iteration(state, state.iteration + 1, policy, started)
+                try:  # a usage limit: the attempt does not count (loop/limits.py)
+                    self.waiter.ahead(self.store, self.parts.actor.name)
+                    record = self._iteration(state, state.iteration + 1, policy, started)
+                except UsageLimited as exc:
+                    if paused := self.waiter.wait_out(self, state, exc.limit, started):
+                        return self._stop(state, paused, started)
+                    continue
                 history = self._history()
                 spend = self._spend(state, started)
                 decision = policy.decide(history, baseline_attempt(state.baseline), spend)

@@ -28,6 +28,7 @@ from ralph.loop.escalation import escalation_of
 from ralph.loop.iteration import Acted, Evaluated, Prompt, Reflected, ms_since
 from ralph.loop.protect import ProtectedTests, note, put_back
 from ralph.templates import render
+from ralph.usage_limits import UsageLimited
 from ralph.workspace.base import shown
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Reporter(Protocol):
     def evaluated(self, iteration: int, evaluation: Evaluation) -> None: ...
     def iteration_done(self, record: IterationRecord, decision: Decision) -> None: ...
     def note(self, message: str) -> None: ...
+    def waiting(self, state: LoopState, until: float, limit: str) -> None: ...
     def loop_finished(self, result: LoopResult) -> None: ...
 
 
@@ -192,7 +194,11 @@ def act(
         idle_timeout=idle_timeout,
         on_output=reporter.output,
     )
-    result = parts.actor.act(prompt.text, ctx)
+    try:
+        result = parts.actor.act(prompt.text, ctx)
+    except UsageLimited:  # the attempt does not count: the tree as it found it (loop/limits.py)
+        parts.workspace.put_back([change.path for change in parts.workspace.changes().files])
+        raise
     duration = ms_since(clock)
     escalation = escalation_of(result.summary) if prompt.escalate else None
     if escalation is not None:

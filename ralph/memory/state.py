@@ -154,6 +154,9 @@ class LoopState:
     pid: int | None = None
     host: str | None = None
     schema_version: str = "1.0"
+    # waiting out a usage limit (loop/limits.py): until when (ISO time), and the CLI's words
+    waiting_until: str | None = None
+    waiting_for: str | None = None
 
     def count(self, record: IterationRecord) -> None:
         """Count a finished iteration: its number, reward, the best so far and what it used."""
@@ -205,6 +208,8 @@ class LoopState:
             "pid": self.pid,
             "host": self.host,
             "schema_version": self.schema_version,
+            "waiting_until": self.waiting_until,
+            "waiting_for": self.waiting_for,
         }
         return {key: value for key, value in data.items() if value is not None}
 
@@ -233,4 +238,6 @@ class LoopState:
             pid=data.get("pid"),
             host=data.get("host"),
             schema_version=str(data.get("schema_version", "1.0")),
+            waiting_until=data.get("waiting_until"),
+            waiting_for=data.get("waiting_for"),
         )

@@ -20,6 +20,7 @@ from ralph import __version__
 from ralph.errors import ProviderError
 from ralph.glyphs import plural
 from ralph.redact import redact, redact_data
+from ralph.usage_limits import UsageLimit, UsageLimited, from_http
 
 if TYPE_CHECKING:
     import httpx
@@ -112,7 +113,9 @@ class JsonPoster:
     Retried: 408, 429, 5xx, connection errors and timeouts, with exponential backoff and jitter,
     or exactly the wait the server asked for (Retry-After). Never retried: other 4xx, a 429 for
     an exhausted quota, a malformed success body. Every request's timeout and every sleep fit
-    inside one total deadline; a retry that could only start after it is not attempted.
+    inside one total deadline; a retry that could only start after it is not attempted. A 429
+    that cannot be waited out within the deadline (its reset beyond it, an exhausted quota,
+    429s until the attempts run out) is a usage limit: `UsageLimited`, which the loop waits out.
     """
 
     def __init__(
@@ -167,16 +170,19 @@ class JsonPoster:
             # the deadline is the provider's: importing httpx and setting up TLS (slow on a busy
             # machine) must not use it up before the first request is sent
             end = self._clock() + self.deadline
+            limit: UsageLimit | None = None
             while attempt < self.max_attempts and end - self._clock() > 0:
                 attempt += 1
                 timeout = end - self._clock()
                 outcome = self._attempt(client, attempt, timeout, url, body, headers, hints)
                 if isinstance(outcome, dict):
                     return outcome
-                last, wait = outcome
+                last, wait, limit = outcome
                 remaining = end - self._clock()
                 if attempt >= self.max_attempts or remaining <= 0:
                     break
+                if wait >= remaining and limit is not None:
+                    raise UsageLimited(limit)
                 if wait >= remaining:
                     raise ProviderError(
                         f"{self.provider}: gave up after {plural(attempt, 'attempt')}; "
@@ -191,6 +197,8 @@ class JsonPoster:
             message = f"{self.provider}: no answer within the {self.deadline:g}s deadline"
         else:
             message = f"{self.provider}: no usable answer after {plural(attempt, 'attempt')}"
+        if limit is not None:  # limited until the end, with no reset said: a person decides
+            raise UsageLimited(UsageLimit(limit.source, limit.message, None))
         raise ProviderError(f"{message} (last: {last})", hint="check the endpoint and retry later")
 
     def _attempt(
@@ -202,8 +210,9 @@ class JsonPoster:
         body: Mapping[str, Any],
         headers: Mapping[str, str],
         hints: Mapping[int, str] | None,
-    ) -> dict[str, Any] | tuple[str, float]:
-        """One request: the answer, or (what went wrong, how long to wait) if worth retrying."""
+    ) -> dict[str, Any] | tuple[str, float, UsageLimit | None]:
+        """One request: the answer, or (what went wrong, how long to wait, the usage limit a
+        429 reported) if worth retrying."""
         import httpx
 
         try:
@@ -214,17 +223,30 @@ class JsonPoster:
                 hint="check the base URL environment variable",
             ) from exc
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            return self._scrub(_describe(exc, url)), self._backoff(attempt)
+            return self._scrub(_describe(exc, url)), self._backoff(attempt), None
         if response.is_success:
             return self._decode(response)
         payload = _json_or_none(response)
         status = response.status_code
         problem = self._scrub(f"HTTP {status}: {_message(response, payload)}")
+        server_wait = parse_retry_after(response.headers)
+        limit = from_http(
+            self.provider,
+            status,
+            response.headers,
+            problem,
+            retry_after=server_wait,
+            quota_gone=_error_code(payload) == "insufficient_quota",
+        )
         if not _should_retry(response, payload):
+            if limit is not None:
+                raise UsageLimited(limit)
             hint = (hints or {}).get(status)
             raise ProviderError(f"{self.provider} rejected the request: {problem}", hint)
-        server_wait = parse_retry_after(response.headers)
-        return problem, server_wait if server_wait is not None else self._backoff(attempt)
+        if server_wait is None and limit is not None and limit.resets_at is not None:
+            server_wait = max(0.0, limit.resets_at - time.time())  # Anthropic's reset headers
+        wait = server_wait if server_wait is not None else self._backoff(attempt)
+        return problem, wait, limit
 
     def _backoff(self, attempt: int) -> float:
         # "Equal jitter": half deterministic, half random, so waits grow yet clients spread out.

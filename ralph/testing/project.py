@@ -20,6 +20,7 @@ from ralph.records import (
     Diagnostic,
     Metrics,
 )
+from ralph.usage_limits import UsageLimit, UsageLimited
 
 VERSIONS = {
     "zero": "def f(x: int) -> int:\n    return 0\n",
@@ -72,6 +73,8 @@ class FakeActor:
 
     def __init__(self, plan: Mapping[int | str, Step] | None = None) -> None:
         self.plan = dict(plan or {})
+        # usage limits an iteration's attempts meet, one per attempt, after writing its files
+        self.limits: dict[int, list[UsageLimit]] = {}
         self.prompts: dict[int, str] = {}
         self.before: dict[int, str] = {}  # calc.py as each attempt found it
 
@@ -97,6 +100,8 @@ class FakeActor:
             path = ctx.workdir / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+        if self.limits.get(ctx.iteration):
+            raise UsageLimited(self.limits[ctx.iteration].pop(0))
         if step.raises is not None:
             raise step.raises
         return ActorResult(

@@ -194,6 +194,7 @@ class RecordingReporter:
         self.records: list[IterationRecord] = []
         self.decisions: list[Decision] = []
         self.notes: list[str] = []
+        self.waits: list[tuple[float, str]] = []  # usage limits waited out: until, the limit
         self.result: LoopResult | None = None
 
     def loop_started(self, state: LoopState, resumed: bool) -> None:
@@ -214,6 +215,9 @@ class RecordingReporter:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+    def waiting(self, state: LoopState, until: float, limit: str) -> None:
+        self.waits.append((until, limit))
 
     def loop_finished(self, result: LoopResult) -> None:
         self.result = result
