@@ -43,7 +43,10 @@ CLAUDE_SETTINGS = (
 # under HOME it may write; variables naming such a directory elsewhere)
 AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "claude": (
-        ("ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR", *CLAUDE_SETTINGS),
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+         "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+         "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CONFIG_DIR", "ANTHROPIC_*", "CLAUDE_CODE_*",
+         *CLAUDE_SETTINGS),
         (".claude", ".claude.json"),
         ("CLAUDE_CONFIG_DIR",),
     ),
