@@ -18,6 +18,7 @@ from ralph.actors.agents import PRESETS, AgentActor
 from ralph.actors.base import ActorContext, ActorResult
 from ralph.actors.confine import confine
 from ralph.actors.mcp_wiring import claude_memory
+from ralph.actors.tracing import parse_stream
 from ralph.loop.iteration import Iteration
 from ralph.sandbox import Policy
 
@@ -168,3 +169,17 @@ def test_a_claude_stopped_while_retrying_is_named_by_the_attempt(
         "claude could not reach its model: stopped while retrying "
         "(2 of 10 retries: no answer from the model API)"
     )
+
+
+def test_a_messages_usage_is_counted_once_and_its_start_output_count_not_at_all() -> None:
+    # claude 2.1.197 prints one assistant event per content block, each with the usage of
+    # the message's `message_start` (output_tokens 1): two tool calls are one message
+    def block(n: int) -> dict[str, Any]:
+        use = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"file_path": "a"}}
+        usage = {"input_tokens": 100, "output_tokens": 1}
+        return {"type": "assistant", "message": {"id": "m1", "content": [use], "usage": usage}}
+
+    trajectory = parse_stream("claude", stream(block(1), block(2)))
+    assert trajectory is not None
+    first, second = trajectory.steps
+    assert (first.tokens_in, first.tokens_out, second.tokens_in) == (100, None, None)
