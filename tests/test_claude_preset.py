@@ -126,7 +126,7 @@ def test_a_model_it_cannot_reach_is_named_with_the_clis_own_line() -> None:
     assert gave_up.unreachable == "API Error: Unable to connect to API (ConnectionRefused)"
     stopped = parse_claude(stream(retry(1), retry(2, "server_error", 503)))
     assert stopped.unreachable == (
-        "stopped while retrying (2 of 10 retries: the model API failed (HTTP 503))"
+        "stopped while retrying (retry 2 of 10: the model API failed (HTTP 503))"
     )
     assert stopped.error == stopped.unreachable
 
@@ -167,7 +167,7 @@ def test_a_claude_stopped_while_retrying_is_named_by_the_attempt(
     assert acted.timed_out == "wall"
     assert acted.unreachable == (
         "claude could not reach its model: stopped while retrying "
-        "(2 of 10 retries: no answer from the model API)"
+        "(retry 2 of 10: no answer from the model API)"
     )
 
 

@@ -137,11 +137,11 @@ CLAUDE_RETRY_WORDS = {
 
 
 def _claude_retry(event: dict[str, Any]) -> str:
-    """A `system`/`api_retry` event in words: `7 of 10 retries: no answer from the model API`."""
+    """A `system`/`api_retry` event in words: `retry 7 of 10: no answer from the model API`."""
     words = CLAUDE_RETRY_WORDS.get(str(event.get("error")), str(event.get("error") or "?"))
     status = event.get("error_status")
     shown = f"{words} (HTTP {status})" if isinstance(status, int) else words
-    return f"{event.get('attempt')} of {event.get('max_retries')} retries: {shown}"
+    return f"retry {event.get('attempt')} of {event.get('max_retries')}: {shown}"
 
 
 def _claude_system(event: dict[str, Any], out: AgentOutput) -> str | None:
