@@ -26,6 +26,7 @@ class AgentOutput:
     tool_calls: list[ToolCall] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # values ralph ignored, and why
+    unreachable: str | None = None  # the CLI's own words: it could not reach its model
 
     def add_tokens(
         self, tokens_in: Any, tokens_out: Any, *, names: tuple[str, str] = ("", "")
@@ -124,12 +125,51 @@ def _detail(args: Any) -> str | None:
     return None
 
 
+# claude's `api_retry` event names a failed model request by these words (2.1.197's bundle);
+# `unknown` with no HTTP status is a request that never got an answer (no connection)
+CLAUDE_RETRY_WORDS = {
+    "unknown": "no answer from the model API",
+    "authentication_failed": "the model API refused the credentials",
+    "server_error": "the model API failed",
+    "overloaded": "the model API is overloaded",
+    "rate_limit": "the model API's rate limit",
+}
+
+
+def _claude_retry(event: dict[str, Any]) -> str:
+    """A `system`/`api_retry` event in words: `retry 7 of 10: no answer from the model API`."""
+    words = CLAUDE_RETRY_WORDS.get(str(event.get("error")), str(event.get("error") or "?"))
+    status = event.get("error_status")
+    shown = f"{words} (HTTP {status})" if isinstance(status, int) else words
+    return f"retry {event.get('attempt')} of {event.get('max_retries')}: {shown}"
+
+
+def _claude_system(event: dict[str, Any], out: AgentOutput) -> str | None:
+    """The init event's memory server when it was not connected (a note); a retry's words."""
+    if event.get("subtype") == "api_retry" and event.get("error") != "rate_limit":
+        return _claude_retry(event)  # a limit is not a model out of reach
+    if event.get("subtype") == "init":
+        for server in event.get("mcp_servers") or []:
+            server = _dict(server)
+            if server.get("name") == "ralph" and server.get("status") != "connected":
+                status = server.get("status")
+                out.notes.append(f"the memory server was {status} when the attempt began")
+    return None
+
+
 def parse_claude(stdout: str) -> AgentOutput:
-    """`claude -p --output-format stream-json|json`: assistant tool_use blocks, a result event."""
+    """`claude -p --output-format stream-json|json`: assistant tool_use blocks, a result event.
+    Retries of a model request that never succeeded name a model it could not reach: with the
+    result's own line when it gave up, else (stopped while retrying) the last retry's words."""
     out = AgentOutput()
     last_text = ""
+    retrying: str | None = None  # the last retry not followed by an answer
     for event in _events(stdout):
         kind = event.get("type")
+        if kind == "system":
+            retrying = _claude_system(event, out) or retrying
+        elif kind == "assistant" and _dict(event.get("message")).get("model") != "<synthetic>":
+            retrying = None
         if kind == "assistant":
             content = _dict(event.get("message")).get("content")
             for block in content if isinstance(content, list) else []:
@@ -150,6 +190,10 @@ def parse_claude(stdout: str) -> AgentOutput:
             out.cost_usd = cost if cost is not None else out.cost_usd
             if event.get("is_error"):
                 out.error = out.text or str(event.get("subtype") or "error")
+                if retrying is not None:
+                    out.unreachable = out.error
+    if retrying is not None and out.unreachable is None and out.error is None:
+        out.unreachable = out.error = f"stopped while retrying ({retrying})"
     out.text = out.text or last_text
     return out
 

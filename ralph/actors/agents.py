@@ -163,6 +163,10 @@ PRESETS: dict[str, Preset] = {
             _claude("acceptEdits"),
             _claude("plan"),
             parse_claude,
+            # no traffic a loop does not need: each attempt's paid title-generation request
+            # (seen at a fake Messages API), telemetry, error reports, an update mid-loop. A
+            # user's own value wins (set it empty to turn them back on).
+            env=(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),),
             memory=claude_memory,
             limits=CLAUDE_LIMITS,
         ),
@@ -305,7 +309,11 @@ class AgentActor:
             if limit is not None:
                 raise UsageLimited(limit)
         summary = parsed.text.strip() or (f"error: {parsed.error}" if parsed.error else None)
+        unreachable = parsed.unreachable
         return ActorResult(
+            unreachable=f"{self.name} could not reach its model: {unreachable}"
+            if unreachable
+            else None,
             output=output,
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,

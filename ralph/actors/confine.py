@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,13 +24,30 @@ from ralph.files import ACTOR_PYCACHE, AIWG_DIR, PYCACHE_PREFIX, private_tmp
 from ralph.sandbox import Policy, Sandbox, resolve
 from ralph.workspace.locate import memory_root
 
-# preset -> (variables it is given, directories under HOME it may write, variables naming
-# such a directory elsewhere)
+# Claude Code's own settings without its prefixes (ANTHROPIC_*, CLAUDE_CODE_*: its credentials,
+# endpoints, models and switches), from its documentation and the 2.1.197 bundle's list of the
+# variables a settings file may set: dropped, a user's CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
+# or DISABLE_TELEMETRY no longer held and each attempt paid a title-generation request.
+CLAUDE_SETTINGS = (
+    "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "DISABLE_AUTOUPDATER", "DISABLE_UPDATES",
+    "DISABLE_BUG_COMMAND", "DISABLE_COST_WARNINGS", "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+    "DISABLE_INSTALLATION_CHECKS", "DISABLE_GROWTHBOOK", "DISABLE_PROMPT_CACHING",
+    "DISABLE_PROMPT_CACHING_HAIKU", "DISABLE_PROMPT_CACHING_SONNET", "DISABLE_PROMPT_CACHING_OPUS",
+    "DISABLE_INTERLEAVED_THINKING", "DISABLE_AUTO_COMPACT", "DISABLE_COMPACT", "DO_NOT_TRACK",
+    "API_TIMEOUT_MS", "MAX_THINKING_TOKENS", "MAX_MCP_OUTPUT_TOKENS", "MCP_TIMEOUT",
+    "MCP_TOOL_TIMEOUT", "MCP_CONNECT_TIMEOUT_MS", "MCP_CONNECTION_NONBLOCKING",
+    "ENABLE_TOOL_SEARCH", "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS",
+    "BASH_MAX_OUTPUT_LENGTH", "USE_BUILTIN_RIPGREP", "CLOUD_ML_REGION", "VERTEX_REGION_*",
+    "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK",
+)  # fmt: skip
+# preset -> (variables it is given, `NAME_*` for every variable starting `NAME_`; directories
+# under HOME it may write; variables naming such a directory elsewhere)
 AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "claude": (
         ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
          "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
-         "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CONFIG_DIR"),
+         "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CONFIG_DIR", "ANTHROPIC_*", "CLAUDE_CODE_*",
+         *CLAUDE_SETTINGS),
         (".claude", ".claude.json"),
         ("CLAUDE_CONFIG_DIR",),
     ),
@@ -69,12 +86,19 @@ def confine(actor: object, policy: Policy | None, environ: Mapping[str, str]) ->
         home = Path(environ.get("HOME") or os.path.expanduser("~"))
         dirs = [home / place for place in homes]
         dirs += [Path(environ[name]) for name in elsewhere if environ.get(name)]
-        keep = {*names, *(name for name, _ in actor.preset.env)}
+        keep = {*given(names, environ), *(name for name, _ in actor.preset.env)}
         box = policy.for_actor(keep, dirs)
         actor.sandbox = with_bytecode(replace(box, own_tmp=actor.preset.name in OWN_TMP), policy)
     elif isinstance(actor, CommandActor):
         actor.sandbox = with_bytecode(policy.for_actor((), ()), policy)
     return policy.for_checks()
+
+
+def given(names: Collection[str], environ: Mapping[str, str]) -> set[str]:
+    """The variables a row names: each name, and for `PREFIX_*` those of `environ` so named."""
+    prefixes = tuple(name[:-1] for name in names if name.endswith("*"))
+    kept = {name for name in names if not name.endswith("*")}
+    return kept | {name for name in environ if prefixes and name.startswith(prefixes)}
 
 
 def with_bytecode(sandbox: Sandbox, policy: Policy) -> Sandbox:

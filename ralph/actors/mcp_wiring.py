@@ -1,5 +1,6 @@
 """How each agent CLI takes ralph's memory server (`ralph mcp`) for one attempt, without
-touching the user's files: Claude Code a `--mcp-config` file in the attempt's folder and
+touching the user's files: Claude Code a `--mcp-config` file in the attempt's folder, the
+server marked `alwaysLoad` so print mode waits for it (`CLAUDE_CONNECT_WAIT`), and
 `--allowedTools` of exactly the memory's tools (print mode denies what it would ask about);
 Codex `-c mcp_servers.ralph.*` overrides for the run; Gemini a system-defaults file named by
 `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, a copy of the one in force plus the server. aider and
@@ -31,14 +32,23 @@ class MemoryWiring:
 MemoryWirer = Callable[[Path, Sequence[str], Mapping[str, str]], MemoryWiring]
 
 
+# Claude Code (>= 2.1.119) starts an attempt in print mode before its MCP servers connect: the
+# first model requests had no memory tools. A server marked `alwaysLoad` is waited for (and its
+# tools never deferred behind tool search), up to MCP_CONNECT_TIMEOUT_MS (its default, 5 s, is
+# less than `ralph mcp` takes to start on a busy machine); a user's own value is kept.
+CLAUDE_CONNECT_WAIT = ("MCP_CONNECT_TIMEOUT_MS", "60000")
+
+
 def claude_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
     # print mode denies every tool it would have asked about: allow exactly the memory's
     config = folder / "mcp.json"
-    entry = {"type": "stdio", "command": server[0], "args": list(server[1:])}
+    entry = {"type": "stdio", "command": server[0], "args": list(server[1:]), "alwaysLoad": True}
     text = json.dumps({"mcpServers": {SERVER_NAME: entry}}, indent=2) + "\n"
     allowed = ",".join(f"mcp__{SERVER_NAME}__{tool}" for tool in TOOL_NAMES)
+    name, wait = CLAUDE_CONNECT_WAIT
+    env = {} if environ.get(name, "").strip() else {name: wait}
     return MemoryWiring(
-        ["--mcp-config", str(config), "--allowedTools", allowed], {}, {config: text}
+        ["--mcp-config", str(config), "--allowedTools", allowed], env, {config: text}
     )
 
 

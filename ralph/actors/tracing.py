@@ -182,7 +182,11 @@ def _iso(value: Any) -> str | None:
 
 # the streams --------------------------------------------------------------------------------
 def _claude(events: Iterable[dict[str, Any]], b: _Builder) -> None:
-    """assistant messages: text, thinking and tool_use blocks; user messages: tool_result."""
+    """assistant messages: text, thinking and tool_use blocks; user messages: tool_result.
+    claude (2.1.197) prints one assistant event per content block, each with the message's
+    usage as it stood at `message_start`: its input counted once per message, its output left
+    out (the start's count, 1, not the message's; the result event has the true totals)."""
+    counted: set[str] = set()
     for event in events:
         kind = event.get("type")
         message = as_dict(event.get("message"))
@@ -201,7 +205,10 @@ def _claude(events: Iterable[dict[str, Any]], b: _Builder) -> None:
                     )
                     first = first or step
             usage = as_dict(message.get("usage"))
-            b.tokens(first, usage.get("input_tokens"), usage.get("output_tokens"))
+            key = str(message.get("id") or id(event))
+            if first is not None and key not in counted:
+                counted.add(key)
+                b.tokens(first, usage.get("input_tokens"), None)
         elif kind == "user":
             for block in blocks:
                 if block.get("type") == "tool_result":
