@@ -11,6 +11,7 @@ import pytest
 from ralph import __version__
 
 from .conftest import EXAMPLE_LOOP, RunCli
+from .fakes.provider_server import FakeProvider
 
 
 def test_version(ralph: RunCli) -> None:
@@ -184,13 +185,18 @@ def test_init_ends_with_the_next_steps_and_the_actor_found(
     for name in ("ANTHROPIC_API_KEY", "OLLAMA_HOST"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    result = ralph("init", "--no-run", cwd=tmp_path)
+    with FakeProvider() as fake:  # its endpoint answers: init suggests only an actor that can
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.environ()["OPENAI_BASE_URL"])
+        result = ralph("init", "--no-run", cwd=tmp_path)
     assert result.code == 0, result.err
     steps = result.out.split("next:", 1)[1].splitlines()
     assert steps[1].strip() == "ralph doctor"
     assert steps[2].strip().startswith("git add .aiwg/ralph/config.yaml .aiwg/ralph/.gitignore")
     assert steps[3].strip().startswith('ralph run "TASK"  # actor: openai:')
+    down = ralph("init", "--no-run", "--force", cwd=tmp_path)  # the fake is gone: no answer
+    assert "no actor found yet: `ralph doctor`" in down.out
     monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
     again = ralph("init", "--no-run", "--force", cwd=tmp_path)
     assert "no actor found yet: `ralph doctor`" in again.out
 
