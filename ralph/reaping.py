@@ -3,10 +3,11 @@
 `process.run` kills a command's process group when it ends, but a daemon (`setsid nohup ...`)
 leaves the group and its session: it could go on editing the tree while the checks run. Under
 bwrap the PID namespace ends it (ralph/sandbox.py); without one, a contained run (an actor's)
-is marked with a variable of its own (`RALPH_RUN`), and ralph becomes a child subreaper (Linux
-`prctl`), so an orphan is adopted by ralph instead of PID 1 and stays findable even when it
-scrubbed its environment. When the run ends, `sweep` kills every process carrying its mark and
-every orphan ralph adopted during it (in a session that is no live run's), with what it started.
+is marked with a variable of its own (`RALPH_RUN`), and ralph is a child subreaper (Linux
+`prctl`) while it runs, so an orphan is adopted by ralph instead of PID 1 and stays findable
+even when it scrubbed its environment. When the run ends, `sweep` kills every process carrying
+its mark and every orphan ralph adopted during it (in a session that is no live run's), with
+what it started.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ MAX_PASSES = 5  # a process may fork while being swept: look again, a few times
 SPAWNING = threading.Lock()
 LIVE_SESSIONS: set[int] = set()  # the sessions (leader pids) of the runs under way
 _runs = itertools.count(1)
+_ADOPTING = threading.Lock()
+_contained = 0  # contained runs under way: ralph is a subreaper while there is one
 
 
 @dataclass
@@ -41,8 +44,12 @@ class Run:
 
     @classmethod
     def start(cls, environ: dict[str, str]) -> Run:
-        """Mark the environment of a run about to start; ralph adopts orphans from now on."""
-        adopt_orphans()
+        """Mark the environment of a run about to start; ralph adopts orphans until it ends."""
+        global _contained
+        with _ADOPTING:
+            _contained += 1
+            if _contained == 1:
+                _subreaper(True)
         run = cls(f"{os.getpid()}.{next(_runs)}")
         environ[RUN_VARIABLE] = run.mark
         return run
@@ -57,23 +64,39 @@ def started(pid: int, run: Run | None) -> None:
 
 
 def ended(pid: int, run: Run | None) -> list[int]:
-    """A command's group is gone: for a contained run, what it left (`sweep`)."""
+    """A command's group is gone: for a contained run, what it left (`sweep`). Once no
+    contained run is left, orphans go to PID 1 again (what ralph adopted and nobody swept
+    would stay its zombies)."""
+    global _contained
     LIVE_SESSIONS.discard(pid)
-    return sweep(run.mark, run.since) if run is not None else []
+    if run is None:
+        return []
+    try:
+        return sweep(run.mark, run.since)
+    finally:
+        with _ADOPTING:
+            _contained -= 1
+            if _contained == 0:
+                _subreaper(False)
+
+
+def _subreaper(on: bool) -> bool:
+    """Make ralph a child subreaper, or no longer: whether it worked (Linux only)."""
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
 @cache
-def adopt_orphans() -> bool:
-    """Make ralph a child subreaper, once: whether it is (Linux only)."""
+def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         import ctypes  # only a contained run (an actor without a sandbox) needs it
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):
-        return False
+        return None
 
 
 @dataclass(frozen=True)

@@ -239,3 +239,26 @@ def test_a_contained_run_ends_what_left_its_session_and_spares_a_run_still_going
     assert result.notes == ["ralph ended 1 program it left running"]
     other.join()
     assert beside[0].stdout.strip() == "alive"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_ralph_adopts_orphans_only_while_a_contained_run_is_under_way(tmp_path: Path) -> None:
+    """Else an orphan of a check, killed with its group, would stay ralph's zombie for good."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def adopting() -> int:
+        flag = ctypes.c_int(-1)
+        assert libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+        return flag.value
+
+    seen: list[int] = []
+    result = process.run(
+        "true",
+        cwd=tmp_path,
+        contain=True,
+        on_start=lambda proc: seen.append(adopting()),
+    )
+    assert result.exit_code == 0 and seen == [1]
+    assert adopting() == 0
