@@ -49,6 +49,7 @@ class ActorResult:
     unmatched_edits: list[str] = field(default_factory=list)  # edit blocks that did not apply
     trajectory: Trajectory | None = None  # from the agent's JSON stream (ralph/trace.py)
     notes: list[str] = field(default_factory=list)  # what ralph ignored in its output, and why
+    unreachable: str | None = None  # "NAME could not reach its model: " and the CLI's own line
 
 
 class Actor(Protocol):

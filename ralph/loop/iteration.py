@@ -125,10 +125,11 @@ class Iteration:
         return sum_costs(self.acted.result.cost_usd, *checks, *reflector)
 
     def actor_notes(self) -> list[str]:
-        """What stopped the actor, and what ralph ignored in its output."""
+        """What stopped the actor (a model it could not reach, said so rather than as the timeout
+        that ended its retries), and what ralph ignored in its output."""
         result = self.acted.result
         timed_out = [f"actor stopped at its {result.timed_out} timeout"] if result.timed_out else []
-        return [*timed_out, *result.notes]
+        return [*([result.unreachable] if result.unreachable else timed_out), *result.notes]
 
     def notes(self) -> list[str]:
         """The record's notes, one sentence each: the actor's, then the agent's own git

@@ -26,10 +26,15 @@ def clis_folder() -> Path:
     return Path(cache) / "node_modules" / ".bin"
 
 
+# read at collection: each test's isolation (tests/conftest.py) moves XDG_CACHE_HOME to a
+# temporary folder and drops RALPH_* variables, where no CLI is installed
+FOLDER = clis_folder()
+
+
 def released_cli(preset: str) -> Path:
     """The pinned released CLI of a preset, or skip the test saying why it cannot run."""
     package, version = VERIFIED[preset]
-    binary = clis_folder() / preset
+    binary = FOLDER / preset
     if not binary.exists():
         pytest.skip(f"{package}@{version} is not installed: run .ci/agent-clis")
     if shutil.which("node") is None:
