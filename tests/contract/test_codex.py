@@ -182,9 +182,7 @@ def test_a_wrong_edit_then_the_right_one_with_memory_tools_from_the_first_reques
     ]
 
 
-def codex_exec(
-    codex: Path, tmp_path: Path, api: FakeResponses
-) -> subprocess.CompletedProcess[str]:
+def codex_exec(codex: Path, tmp_path: Path, api: FakeResponses) -> subprocess.CompletedProcess[str]:
     """One `codex exec --json` as the preset runs it, the user's config pointing at the fake."""
     env = environment(tmp_path, codex, api)
     root = tmp_path / "repo"
