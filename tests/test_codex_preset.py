@@ -124,3 +124,20 @@ def test_codex_own_settings_are_kept_in_the_sandbox(tmp_path: Path) -> None:
     kept = actor.sandbox.keep
     assert {"OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT", "RUST_LOG"} <= kept
     assert {"CODEX_HOME", "CODEX_CA_CERTIFICATE"} <= kept
+
+
+def test_a_memory_tool_that_failed_is_traced_as_failed() -> None:
+    """0.171.0 reports a tool's own error as `status: failed`, `error: null`, the text in the
+    result: the step is not ok."""
+    from ralph.actors.tracing import parse_stream
+
+    text = "Error executing tool list_loops: no ralph memory here"
+    item = {
+        "id": "item_0", "type": "mcp_tool_call", "server": "ralph", "tool": "list_loops",
+        "arguments": {}, "error": None, "status": "failed",
+        "result": {"content": [{"type": "text", "text": text}], "structured_content": None},
+    }  # fmt: skip
+    trajectory = parse_stream("codex", lines({"type": "item.completed", "item": item}))
+    assert trajectory is not None
+    (step,) = trajectory.steps
+    assert (step.tool, step.ok, step.observation) == ("mcp:ralph/list_loops", False, text)

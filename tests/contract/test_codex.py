@@ -140,7 +140,10 @@ def test_a_wrong_edit_then_the_right_one_with_memory_tools_from_the_first_reques
         result = json.loads(done.stdout)
         assert (result["stop_reason"], result["iterations"]) == ("success", 2), done.stderr[-3000:]
         attempts = api.attempts()
+        paths = set(api.paths)
 
+    # all codex asks of the API: a WebSocket (declined: 426), then the Responses stream
+    assert paths == {"GET /v1/responses", "POST /v1/responses"}, paths
     # the user's OPENAI_BASE_URL reached codex: every model call came here
     assert [len(a) for a in attempts] == [3, 3], [r.path for a in attempts for r in a]
     first, second = attempts
