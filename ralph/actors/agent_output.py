@@ -199,8 +199,14 @@ def parse_claude(stdout: str) -> AgentOutput:
 
 
 def parse_codex(stdout: str) -> AgentOutput:
-    """`codex exec --json`: item.completed events, usage on turn.completed, no cost."""
+    """`codex exec --json`: item.completed events, usage on turn.completed, no cost.
+
+    A model codex cannot reach shows as `error` events "Reconnecting... 2/5 (...)", then (0.171.0)
+    "Reconnecting... waiting for network (...)" for as long as it is let run: the last of them
+    not followed by any answer of the model names it, with a turn.failed's line when it gave up.
+    """
     out = AgentOutput()
+    retrying: str | None = None  # the last reconnection not followed by an answer
     for event in _events(stdout):
         kind = event.get("type")
         if kind == "turn.completed":
@@ -212,7 +218,23 @@ def parse_codex(stdout: str) -> AgentOutput:
             out.error = _message(event.get("error")) or "turn failed"
         elif kind == "error":
             out.error = _message(event) or "error"
+        if kind == "error" and (out.error or "").startswith(CODEX_RECONNECTING):
+            retrying = out.error
+        elif kind in ("item.started", "item.completed", "turn.completed") and not _codex_notice(
+            event
+        ):
+            retrying = None
+    if retrying is not None:
+        out.unreachable = out.error if out.error != retrying else f"stopped while {retrying}"
     return out
+
+
+CODEX_RECONNECTING = "Reconnecting..."
+
+
+def _codex_notice(event: dict[str, Any]) -> bool:
+    """An item codex adds on its own (a warning, its fallback from WebSockets): no answer."""
+    return _dict(event.get("item")).get("type") == "error"
 
 
 def _codex_item(item: dict[str, Any], out: AgentOutput) -> None:

@@ -9,10 +9,25 @@ have asked about is denied, not waited on. Wider permissions (`--dangerously-ski
 `--allowedTools "Bash(pytest:*)"`, ...) are the user's explicit choice through `actor_args`.
 The same CLI doubles as the default reflector (`chat_client`), run read-only: Claude `plan`,
 Codex `read-only`, aider `ask` + `--dry-run`, Gemini `default`, opencode's `plan` agent.
+
+Codex runs the model's commands and edits in a bubblewrap sandbox of its own, and ralph's
+sandbox holds codex itself: the two compose, with one change (`Preset.confined`). In
+`workspace-write` codex makes `/tmp` writable and re-mounts a `.git` in each writable root
+read-only; under ralph's sandbox `/tmp` is read-only, so its bwrap could not create
+`/tmp/.git` and every command and edit failed (0.171.0: "bwrap: Can't mkdir /tmp/.git:
+Read-only file system"). Confined, codex leaves `/tmp` out of its writable roots
+(`sandbox_workspace_write.exclude_slash_tmp`); its TMPDIR, ralph's private one, stays
+writable. Codex's own sandbox is kept rather than turned off (`danger-full-access`): it still
+cuts the network from the model's commands while codex itself, inside ralph's, reaches its
+model; the nested bwrap starts under ralph's (also with every capability dropped, its own PID
+namespace and root mapped to nobody). Without ralph's sandbox codex runs as configured.
+Codex reads its endpoint from its configuration, not from OPENAI_BASE_URL: a user's
+OPENAI_BASE_URL is passed on as `-c openai_base_url=...` (`Preset.settings`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import tempfile
@@ -66,6 +81,9 @@ class Preset:
     env: tuple[tuple[str, str], ...] = ()  # variables the tool needs to run headless
     memory: MemoryWirer | None = None  # how it takes an MCP server per run (None: it cannot)
     limits: LimitSignals | None = None  # how it says a usage limit stopped it (usage_limits)
+    confined: tuple[str, ...] = ()  # arguments for a run inside ralph's sandbox
+    # the arguments that carry a user's settings from its environment to the CLI
+    settings: Callable[[Mapping[str, str]], list[str]] | None = None
 
 
 def _claude(mode: str) -> ArgvBuilder:
@@ -75,10 +93,26 @@ def _claude(mode: str) -> ArgvBuilder:
     return lambda prompt, scratch: (list(flags), [])
 
 
+# codex 0.171.0 waits for the network without end ("Reconnecting... waiting for network"): an
+# attempt whose model is out of reach then sat out the wall timeout. Off, it gives up after its
+# retries (about 30 s) with its own line. An older codex ignores the unknown setting.
+CODEX_GIVE_UP = ("-c", "features.unbounded_connection_retries=false")
+
+
 def _codex(sandbox: str) -> ArgvBuilder:
     # `-` makes codex read the prompt from stdin; it stays last, after any actor_args.
-    flags = ["exec", "--json", "--sandbox", sandbox, "--skip-git-repo-check"]
+    flags = ["exec", "--json", "--sandbox", sandbox, "--skip-git-repo-check", *CODEX_GIVE_UP]
     return lambda prompt, scratch: (list(flags), ["-"])
+
+
+# codex's own sandbox inside ralph's: no `/tmp` among its writable roots (see the docstring)
+CODEX_CONFINED = ("-c", "sandbox_workspace_write.exclude_slash_tmp=true")
+
+
+def codex_settings(environ: Mapping[str, str]) -> list[str]:
+    """OPENAI_BASE_URL as codex's `openai_base_url` (0.171.0 reads it only from its config)."""
+    url = environ.get("OPENAI_BASE_URL", "").strip()
+    return ["-c", f"openai_base_url={json.dumps(url)}"] if url else []
 
 
 def _aider(*mode: str) -> ArgvBuilder:
@@ -179,6 +213,8 @@ PRESETS: dict[str, Preset] = {
             parse_codex,
             memory=codex_memory,
             limits=CODEX_LIMITS,
+            confined=CODEX_CONFINED,
+            settings=codex_settings,
         ),
         Preset(
             "aider",
@@ -269,12 +305,21 @@ class AgentActor:
                 f"{self.name} cannot run unattended here: {found.source}", hint=found.hint
             )
 
+    def preset_args(self) -> list[str]:
+        """The preset's arguments beyond its mode: a user's settings from the environment, and
+        those for a run inside ralph's sandbox when it has one."""
+        environ = self.environ if self.environ is not None else os.environ
+        given = self.preset.settings(environ) if self.preset.settings is not None else []
+        return given + (list(self.preset.confined) if self.sandbox is not None else [])
+
     def describe(self) -> str:
         """The command line of an attempt, for `ralph run --dry-run`."""
         head, tail = self.preset.act_argv(Path("<prompt.md>"), Path("<artifacts>"))
         memory = self.memory_wiring(Path("<artifacts>"))
         env = "".join(f"{k}={shlex.quote(v)} " for k, v in memory.env.items())
-        argv = env + shlex.join([self.preset.binary, *head, *memory.args, *self.actor_args, *tail])
+        argv = env + shlex.join(
+            [self.preset.binary, *head, *self.preset_args(), *memory.args, *self.actor_args, *tail]
+        )
         return argv + (" < prompt.md" if self.preset.prompt_on_stdin else "")
 
     def run_env(self) -> dict[str, str]:
@@ -289,7 +334,7 @@ class AgentActor:
             atomic_write_text(path, text, durable=False)
         tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
         result = process.run(
-            [binary, *head, *memory.args, *self.actor_args, *tail],
+            [binary, *head, *self.preset_args(), *memory.args, *self.actor_args, *tail],
             cwd=ctx.workdir,
             env={**self.run_env(), **memory.env, **ralph_env(ctx, prompt_file)},
             stdin=prompt if self.preset.prompt_on_stdin else None,
@@ -371,7 +416,7 @@ class AgentChatClient:
             prompt_file.write_text(prompt, encoding="utf-8")
             head, tail = preset.chat_argv(prompt_file, Path(scratch))
             result = process.run(
-                [binary, *head, *self.model_args, *tail],
+                [binary, *head, *self.actor.preset_args(), *self.model_args, *tail],
                 cwd=self.actor.base_dir,
                 env=self.actor.run_env(),
                 stdin=prompt if preset.prompt_on_stdin else None,

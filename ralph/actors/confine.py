@@ -52,7 +52,11 @@ AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
         ("CLAUDE_CONFIG_DIR",),
     ),
     "codex": (
-        ("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+        # its credentials and endpoint, then its own settings (0.171.0 reads them): its state
+        # and certificates, the OpenAI organization and project, its log level
+        ("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME",
+         "CODEX_ACCESS_TOKEN", "CODEX_CA_CERTIFICATE", "CODEX_SQLITE_HOME", "OPENAI_ORGANIZATION",
+         "OPENAI_ORG_ID", "OPENAI_PROJECT", "OPENAI_PROJECT_ID", "RUST_LOG"),
         (".codex",),
         ("CODEX_HOME",),
     ),

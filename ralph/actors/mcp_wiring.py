@@ -2,7 +2,8 @@
 touching the user's files: Claude Code a `--mcp-config` file in the attempt's folder, the
 server marked `alwaysLoad` so print mode waits for it (`CLAUDE_CONNECT_WAIT`), and
 `--allowedTools` of exactly the memory's tools (print mode denies what it would ask about);
-Codex `-c mcp_servers.ralph.*` overrides for the run; Gemini a system-defaults file named by
+Codex `-c mcp_servers.ralph.*` overrides for the run (the server required, so codex waits
+for it, and exactly the memory's tools approved); Gemini a system-defaults file named by
 `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, a copy of the one in force plus the server. aider and
 opencode take no server per run, so they are not offered one.
 """
@@ -53,15 +54,26 @@ def claude_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str
 
 
 def codex_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
-    # codex takes no server file; `-c` overrides its configuration for this run only
+    """codex takes no server file; `-c` overrides its configuration for this run only.
+
+    codex 0.171.0 sends its first model request before an MCP server has listed its tools
+    (`ralph mcp` takes a second or more to start), so the memory tools were missing from the
+    first requests: `required` makes it wait for this server (and fail, saying so, when the
+    server cannot start). `exec` never asks, so a tool that needs approval fails ("MCP tool
+    call requires approval, but approval policy is never"): exactly the memory's four tools
+    are enabled and approved, none other of the server's and nothing of the user's servers.
+    """
+
     def toml(value: str) -> str:
         return json.dumps(value)  # a JSON string is a TOML basic string
 
     table = f"mcp_servers.{SERVER_NAME}"
     args = ", ".join(toml(arg) for arg in server[1:])
-    return MemoryWiring(
-        ["-c", f"{table}.command={toml(server[0])}", "-c", f"{table}.args=[{args}]"], {}, {}
-    )
+    tools = ", ".join(toml(tool) for tool in TOOL_NAMES)
+    wiring = [f"{table}.command={toml(server[0])}", f"{table}.args=[{args}]"]
+    wiring += [f"{table}.required=true", f"{table}.enabled_tools=[{tools}]"]
+    wiring += [f'{table}.tools.{tool}.approval_mode="approve"' for tool in TOOL_NAMES]
+    return MemoryWiring([arg for setting in wiring for arg in ("-c", setting)], {}, {})
 
 
 GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"

@@ -248,7 +248,9 @@ def _codex(events: Iterable[dict[str, Any]], b: _Builder) -> None:
             b.act(name, item.get("arguments"), call_id=str(item.get("id")))
             error = as_dict(item.get("error")).get("message")
             result = as_dict(item.get("result")).get("content")
-            b.observe(item.get("id"), error or result, ok=not error)
+            # 0.171.0: a tool's own error is `status: failed` with the text as its result
+            ok = not error and item.get("status") != "failed"
+            b.observe(item.get("id"), error or result, ok=ok)
         elif kind == "web_search":
             b.act("web_search", {"query": item.get("query")})
 
