@@ -21,7 +21,7 @@ from pathlib import Path
 from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
-from ralph.workspace import contention, ignored
+from ralph.workspace import contention, hardened, ignored
 from ralph.workspace.base import ChangeSet, GitState, GivenBack, name_some
 from ralph.workspace.locate import find_repo_root
 from ralph.workspace.reclaim import reclaim
@@ -48,10 +48,11 @@ class Git:
     ) -> tuple[int, bytes, str]:
         import git
 
+        safe = hardened.options(self.toplevel)  # no hook, fsmonitor or filter of the tree's
         for wait in (*contention.PAUSES, None):  # another git's half-done write: try again
             try:
                 status, out, err = self._cmd.execute(
-                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *safe, *args],
                     with_extended_output=True,
                     with_exceptions=False,
                     stdout_as_string=False,

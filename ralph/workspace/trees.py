@@ -149,7 +149,7 @@ class Trees:
         return self.git.text("commit-tree", tree, *args, "-m", message)
 
     def diff(self, base: str, tree: str) -> list[FileChange]:
-        diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff")
+        diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv")
         spec = ("--", ".", self.exclude)
         kinds = self.git.names(*diff, "--name-status", "-z", base, tree, *spec)
         counts = self.git.names(*diff, "--numstat", "-z", base, tree, *spec)
