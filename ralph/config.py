@@ -111,6 +111,9 @@ class Settings:
     memory_tools: bool = True
     # the prompt offers the escalation exit, `RALPH-ESCALATE: <reason>` (loop/escalation.py)
     escalate: bool = True
+    # what an attempt leaves uncommitted, reported (workspace/held.py): larger files, more files
+    max_file_mb: float = 50.0
+    max_new_files: int = 10_000
     worktree: bool = False
     # a shell command run in each new worktree before its baseline (`make version`)
     worktree_setup: str | None = None

@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO, cast
 
 import typer
 
@@ -177,3 +177,9 @@ def loop_in(store: MemoryStore, text: str) -> str:
     """The loop id `text` means (a prefix, `latest`): `MemoryStore.resolve_loop_id`."""
     store.require()
     return store.resolve_loop_id(text)
+
+
+def raw_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """stdin and stdout as bytes, for a protocol spoken on them to a program (`ralph mcp`'s
+    JSON-RPC lines): what is written there is the protocol's, not a person's screen."""
+    return sys.stdin.buffer, sys.stdout.buffer

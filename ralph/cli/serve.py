@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ralph.cli.common import memory
+from ralph.cli.common import memory, raw_stdio
 from ralph.errors import ConfigError
 
 
@@ -27,4 +27,4 @@ def mcp_command(
 
     if project is not None and not project.is_dir():
         raise ConfigError(f"--project {project}: not a directory")
-    serve(memory(project))
+    serve(memory(project), *raw_stdio())

@@ -32,6 +32,7 @@ from ralph.providers.registry import make_client
 from ralph.records import CheckResult, Diagnostic, ModelCall
 from ralph.redact import redact
 from ralph.templates import render
+from ralph.workspace import hardened
 from ralph.workspace.base import cap_diff
 
 if TYPE_CHECKING:
@@ -263,7 +264,8 @@ def _diagnostic(message: str, kind: str = "other") -> Diagnostic:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    res = process.run(["git", *args], cwd=cwd, wall_timeout=60)
+    safe = hardened.options(cwd)  # no hook, fsmonitor or filter of the tree's
+    res = process.run(["git", *safe, *args], cwd=cwd, wall_timeout=60)
     return res.stdout if res.exit_code == 0 else ""
 
 
@@ -272,7 +274,7 @@ def loop_diff(cwd: Path, base: str | None, limit: int = DIFF_CHARS) -> str:
     if base is None:
         return ""
     spec = ["--", ".", ":(exclude).aiwg/ralph"]
-    diff = _git(cwd, "diff", "--no-color", "--no-ext-diff", base, *spec)
+    diff = _git(cwd, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, *spec)
     for name in _git(cwd, "ls-files", "--others", "--exclude-standard", *spec).splitlines():
         path = cwd / name
         try:

@@ -31,6 +31,7 @@ from ralph.memory.store import LoopState, MemoryStore
 from ralph.redact import redact
 from ralph.workspace import open_workspace
 from ralph.workspace.base import GitState, name_some
+from ralph.workspace.held import Limits
 
 if TYPE_CHECKING:
     from ralph.evaluators.suite import CheckSuite
@@ -110,7 +111,7 @@ def build_parts(
         actor=actor,
         evaluator=evaluator,
         reflector=reflector,
-        workspace=open_workspace(root, use_git=not settings.no_git),
+        workspace=open_workspace(root, use_git=not settings.no_git, limits=Limits.of(settings)),
         memory_tools=settings.memory_tools and offer_memory_tools(actor, root),
         holdout=held_out(settings, root, imports, checks, reporter.note if reporter else None),
     )

@@ -137,7 +137,7 @@ class Iteration:
     def notes(self) -> list[str]:
         """The record's notes, one sentence each: the actor's, then the agent's own git
         commands that ralph undid."""
-        return [*self.actor_notes(), *self.acted.changes.git_moves]
+        return [*self.actor_notes(), *self.acted.changes.git_moves, *self.acted.changes.held_back]
 
 
 def make_record(
@@ -210,6 +210,7 @@ def make_record(
     annotate(record, it.actor_notes())
     annotate(record, [protect.note(list(it.acted.protected))] if it.acted.protected else [])
     annotate(record, it.acted.changes.git_moves, flag="actor_moved_git")
+    annotate(record, it.acted.changes.held_back)
     return record
 
 

@@ -224,7 +224,7 @@ def protect(
     diff = put_back(edits, prefix, workspace)
     atomic_write_text(prompt.artifacts / "test-edits.diff", diff, durable=False)
     changes = workspace.changes()
-    changes.git_moves = acted.changes.git_moves
+    changes.git_moves, changes.held_back = acted.changes.git_moves, acted.changes.held_back
     names = [shown(change.path.removeprefix(prefix)) for change in edits]
     reporter.note(f"iteration {prompt.iteration}: {note(names)}")
     return replace(acted, changes=changes, protected=tuple(names))

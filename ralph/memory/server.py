@@ -14,7 +14,7 @@ import json
 import sys
 from io import TextIOWrapper
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ralph.errors import PreflightError, RalphError
 from ralph.memory import tools
@@ -86,15 +86,15 @@ def build_server(store: MemoryStore) -> FastMCP:
     return server
 
 
-def serve(store: MemoryStore) -> None:
+def serve(store: MemoryStore, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Serve until the client closes stdin: every line gets its answer (one that is not a
     JSON-RPC message a JSON-RPC error, `not_a_message`), and the end of input ends it cleanly."""
     import anyio
 
-    anyio.run(_serve_stdio, build_server(store))
+    anyio.run(_serve_stdio, build_server(store), stdin, stdout)
 
 
-async def _serve_stdio(server: FastMCP) -> None:
+async def _serve_stdio(server: FastMCP, raw_in: BinaryIO, raw_out: BinaryIO) -> None:
     """The SDK's stdio transport, but a line that does not parse is answered here, never
     handed to the session as an exception (the SDK's gets no reply, and end of input right
     after one ended in an ExceptionGroup)."""
@@ -102,8 +102,8 @@ async def _serve_stdio(server: FastMCP) -> None:
     from mcp import types
     from mcp.shared.message import SessionMessage
 
-    stdin = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
-    stdout = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
+    stdin = anyio.wrap_file(TextIOWrapper(raw_in, encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(TextIOWrapper(raw_out, encoding="utf-8"))
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     lock = anyio.Lock()

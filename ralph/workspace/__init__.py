@@ -13,16 +13,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ralph.workspace.base import Workspace
+    from ralph.workspace.held import Limits
 
 
-def open_workspace(root: Path, *, use_git: bool = True) -> Workspace:
-    """A git workspace inside a git work tree (unless `use_git` is off), else a snapshot one."""
+def open_workspace(root: Path, *, use_git: bool = True, limits: Limits | None = None) -> Workspace:
+    """A git workspace inside a git work tree (unless `use_git` is off), else a snapshot one;
+    `limits`: what is too large to commit (workspace/held.py)."""
     from ralph.workspace.locate import find_repo_root
 
     if use_git and find_repo_root(root) is not None:
         from ralph.workspace.git import GitWorkspace
 
-        return GitWorkspace(root)
+        return GitWorkspace(root, limits)
     from ralph.workspace.snapshot import SnapshotWorkspace
 
     return SnapshotWorkspace(root)

@@ -72,6 +72,7 @@ class ChangeSet:
         pending: Future[list[FileChange]] | None = None,
         git_moves: list[str] | None = None,
         prefix: str = "",
+        held_back: list[str] | None = None,
     ) -> None:
         self._files = files
         self._pending = pending
@@ -80,6 +81,8 @@ class ChangeSet:
         self.prefix = prefix
         # the actor's own git commands (a commit, a reset, a checkout) that ralph undid
         self.git_moves: list[str] = git_moves or []
+        # what was left in the tree uncommitted: too large, too many (workspace/held.py)
+        self.held_back: list[str] = held_back or []
 
     @property
     def files(self) -> list[FileChange]:

@@ -21,8 +21,9 @@ from pathlib import Path
 from ralph.errors import PreflightError, RalphError
 from ralph.files import write_atomically
 from ralph.ids import loop_branch, validate_loop_id
-from ralph.workspace import contention, ignored
+from ralph.workspace import contention, hardened, ignored
 from ralph.workspace.base import DIRTY_HINT, ChangeSet, GitState, GivenBack, name_some
+from ralph.workspace.held import Limits
 from ralph.workspace.locate import find_repo_root
 from ralph.workspace.reclaim import reclaim
 from ralph.workspace.stash import give_back, stash_user_changes
@@ -48,10 +49,11 @@ class Git:
     ) -> tuple[int, bytes, str]:
         import git
 
+        safe = hardened.options(self.toplevel)  # no hook, fsmonitor or filter of the tree's
         for wait in (*contention.PAUSES, None):  # another git's half-done write: try again
             try:
                 status, out, err = self._cmd.execute(
-                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *safe, *args],
                     with_extended_output=True,
                     with_exceptions=False,
                     stdout_as_string=False,
@@ -100,7 +102,7 @@ class Git:
 class GitWorkspace:
     """The loop's workspace in a git repository: branch, iteration commits, rollback, rescue."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: Limits | None = None) -> None:
         self.root = root.resolve()
         top = find_repo_root(self.root)
         if top is None:
@@ -110,6 +112,7 @@ class GitWorkspace:
         memory = Path(os.path.relpath(self.root / ".aiwg" / "ralph", top)).as_posix()
         index = Path(self._git.text("rev-parse", "--git-path", "index"))
         self._trees = Trees(self._git, memory, index if index.is_absolute() else top / index)
+        self._trees.limits = limits or self._trees.limits
         self._base_tree: str | None = None
         self._committed_tree: str | None = None
         self._committed_head: str | None = None  # HEAD as this loop's last commit left it
@@ -179,10 +182,11 @@ class GitWorkspace:
         base = self._base()
         with self._trees.scratch() as env:
             tree = self._trees.stage(env)
+        held = list(self._trees.held.notes)
         if tree == base:
-            return ChangeSet([], git_moves=moves, prefix=self._prefix)
+            return ChangeSet([], git_moves=moves, prefix=self._prefix, held_back=held)
         pending = _background().submit(self._trees.diff, base, tree)
-        return ChangeSet(pending=pending, git_moves=moves, prefix=self._prefix)
+        return ChangeSet(pending=pending, git_moves=moves, prefix=self._prefix, held_back=held)
 
     def _base(self) -> str:
         """The tree `begin_iteration` staged (HEAD's before it ran)."""
@@ -206,7 +210,7 @@ class GitWorkspace:
         """Commit everything but memory; None when the tree is HEAD's (an attempt that changed
         nothing gets no empty commit: HEAD is its commit)."""
         head = self._committed_head or self.current_commit()
-        self._git.run("add", "-A", "--", ".", self._trees.exclude)  # the index mirrors HEAD after
+        self._git.run("add", "-A", "--", ".", self._trees.exclude, *self._trees.held.pathspecs)
         self._trees.unstage_ignored()
         with self._trees.scratch() as env:  # a copy of that index: the work tree is staged
             tree = self._trees.stage(env, memory_from_head=True, head=head, staged=True)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from ralph.errors import RalphError
 from ralph.workspace.base import ChangeKind, FileChange, name_some
+from ralph.workspace.held import HeldBack, Limits, held_back
 from ralph.workspace.tree_walk import TOOL_RULES, is_tool_file
 
 PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
@@ -51,6 +52,8 @@ class Trees:
         self.index = index  # the user's index: copied, never written
         self.ignored: Path | None = None  # what git ignored at loop start (ignored.py)
         self.head_tree: tuple[str, str] | None = None  # a commit and its tree (immutable)
+        self.limits = Limits()  # what is too large to commit (held.py)
+        self.held = HeldBack()  # what the last staging left out, and why
 
     # -- what git ignored at loop start ----------------------------------------------------------
 
@@ -126,7 +129,8 @@ class Trees:
 
         `staged`: the index holds the work tree already (copied right after an `add -A`)."""
         if not staged:
-            self.git.run("add", "-A", "--", ".", self.exclude, env=env)
+            self.held = held_back(self.git, self.git.toplevel, self.exclude, self.limits, env)
+            self.git.run("add", "-A", "--", ".", self.exclude, *self.held.pathspecs, env=env)
             self.unstage_ignored(env)
         if memory_from_head:  # what the user staged under .aiwg/ralph stays out of our commits
             if head:
@@ -149,7 +153,7 @@ class Trees:
         return self.git.text("commit-tree", tree, *args, "-m", message)
 
     def diff(self, base: str, tree: str) -> list[FileChange]:
-        diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff")
+        diff = ("diff", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv")
         spec = ("--", ".", self.exclude)
         kinds = self.git.names(*diff, "--name-status", "-z", base, tree, *spec)
         counts = self.git.names(*diff, "--numstat", "-z", base, tree, *spec)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +114,18 @@ sys.exit("killer: no ralph ancestor")
 """
 
 
+GIT_SHIM = r"""#!/bin/sh
+for arg; do
+    shift
+    if [ "$arg" = "core.hooksPath=/dev/null" ] && [ -d "$TEST_GIT_HOOKS" ]; then
+        arg="core.hooksPath=$TEST_GIT_HOOKS"
+    fi
+    set -- "$@" "$arg"
+done
+exec REAL_GIT "$@"
+"""
+
+
 @pytest.fixture
 def project(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
     """`repo` plus the agent, the killer and a tag on every process; a user's files to protect."""
@@ -120,6 +134,14 @@ def project(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     (tools / "killer.py").write_text(KILLER)
     monkeypatch.setenv("KILLER", str(tools / "killer.py"))
     monkeypatch.setenv("ARM_FILE", str(tools / "arm"))
+    # ralph's git runs no hook (workspace/hardened.py); the kill points a hook reaches are put
+    # back by a `git` on PATH that turns ralph's `core.hooksPath=/dev/null` into this folder
+    shim, real = tools / "bin", shutil.which("git")
+    shim.mkdir()
+    (shim / "git").write_text(GIT_SHIM.replace("REAL_GIT", shlex.quote(str(real))))
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("TEST_GIT_HOOKS", str(tools / "hooks"))
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
     # the user's own things ralph must never touch: an ignored local file, ralph's config
     (repo / ".gitignore").write_text("__pycache__/\n*.local\n")
     git(repo, "commit", "-qam", "ignore local files")
@@ -167,8 +189,8 @@ def finish(proc: subprocess.Popen[str], timeout: float = 90) -> tuple[int, str, 
 
 
 def install_hook(root: Path, name: str, body: str) -> None:
-    hook = Path(git(root, "rev-parse", "--git-path", f"hooks/{name}"))
-    hook = hook if hook.is_absolute() else root / hook
+    """A hook for ralph's own git commands (through the `project` fixture's git on PATH)."""
+    hook = Path(os.environ["TEST_GIT_HOOKS"]) / name
     hook.parent.mkdir(parents=True, exist_ok=True)
     hook.write_text(f"#!/bin/sh\n{body}\n")
     hook.chmod(0o755)

@@ -213,6 +213,7 @@ def test_a_record_that_cannot_be_written_is_invalid_and_the_rest_imported(
     assert invalid["from"].endswith("002.json")
     assert sorted(memory_of(target)) == [
         ".gitignore",
+        "loops/imported.json",  # where each imported record came from (memory/transfer.py)
         f"reflections/{EXAMPLE_LOOP}/001.json",
         f"reflections/{EXAMPLE_LOOP}/003.json",
     ]
