@@ -245,3 +245,19 @@ def test_run_pauses_with_exit_5_and_resume_continues(
     resumed = ralph("resume", loop, "--json", cwd=root)
     assert resumed.code == 0, resumed.err
     assert json.loads(resumed.out)["iterations"] == 1
+
+
+def test_on_limit_and_max_wait_from_the_config_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph import config
+
+    (tmp_path / ".aiwg" / "ralph").mkdir(parents=True)
+    (tmp_path / ".aiwg" / "ralph" / "config.yaml").write_text("on_limit: stop\nmax_wait: 2h\n")
+    loaded = config.load(tmp_path, {})
+    assert (loaded.on_limit, loaded.max_wait) == ("stop", 7200.0)
+    monkeypatch.setenv("RALPH_ON_LIMIT", "wait")
+    monkeypatch.setenv("RALPH_MAX_WAIT", "0")  # no limit
+    loaded = config.load(tmp_path, {})
+    assert (loaded.on_limit, loaded.max_wait) == ("wait", None)
+    assert config.load(tmp_path, {"max_wait": "45m"}).max_wait == 2700.0
