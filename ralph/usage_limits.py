@@ -256,8 +256,8 @@ def span(seconds: float) -> str:
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+        return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
+    return (f"{minutes}m {secs:02d}s" if secs else f"{minutes}m") if minutes else f"{secs}s"
 
 
 # HTTP providers -------------------------------------------------------------------------------

@@ -101,6 +101,8 @@ def test_the_defaults_help_shows_are_the_settings_defaults() -> None:
     assert shown.pop("sandbox-network") == settings.sandbox_network
     assert shown.pop("sandbox-write") == "the agent's own directories"
     assert settings.sandbox_write is None
+    assert shown.pop("on-limit") == settings.on_limit
+    assert parse_duration(shown.pop("max-wait")) == settings.max_wait
     assert {"max-iterations", "iteration-timeout", "reflector-timeout"} <= set(shown)
     for key, text_value in shown.items():
         value = getattr(settings, key.replace("-", "_"))

@@ -109,7 +109,7 @@ def test_the_state_says_waiting_until_while_the_loop_waits(tmp_path: Path) -> No
     ("limit", "settings", "why"),
     [
         (UsageLimit("fake", "spend limit reached", None), {}, "gives no reset time"),
-        (UsageLimit("fake", "weekly limit", NOW + 3 * 86400), {}, "past --max-wait 6h 00m"),
+        (UsageLimit("fake", "weekly limit", NOW + 3 * 86400), {}, "past --max-wait 6h"),
         (UsageLimit("fake", "limit", NOW + 3600), {"max_wait": 600.0}, "past --max-wait 10m"),
         (UsageLimit("fake", "limit", NOW + 60), {"on_limit": "stop"}, "on_limit is stop"),
     ],
@@ -128,11 +128,19 @@ def test_a_limit_not_waited_out_pauses_for_a_person(
     assert (tmp_path / "calc.py").read_text() == VERSIONS["zero"]
 
 
-def test_a_paused_loop_resumes_and_runs_the_iteration(tmp_path: Path) -> None:
-    loop, _ = limited_loop(tmp_path, UsageLimit("fake", "spend limit reached", None))
+@pytest.mark.parametrize("resets_at", [None, NOW + 86400])
+def test_a_paused_loop_resumes_and_runs_the_iteration(
+    tmp_path: Path, resets_at: float | None
+) -> None:
+    """A person resumes once the limit is lifted (credits bought): the attempt runs at once,
+    not held back by the reset the limit named."""
+    loop, _ = limited_loop(tmp_path, UsageLimit("fake", "spend limit reached", resets_at))
     assert loop.start().exit_code == EXIT_FOR_PERSON
-    resumed = loop.again().runner.resume(loop.state())
-    assert resumed.exit_code == 0 and resumed.iterations == 2
+    again = loop.again()
+    clock = Clock()
+    again.runner.waiter = Waiter(clock=clock.time, sleep=clock.sleep)
+    resumed = again.runner.resume(loop.state())
+    assert resumed.exit_code == 0 and resumed.iterations == 2 and clock.slept == []
 
 
 def test_ctrl_c_during_the_wait_leaves_a_resumable_loop(tmp_path: Path) -> None:
@@ -245,3 +253,19 @@ def test_run_pauses_with_exit_5_and_resume_continues(
     resumed = ralph("resume", loop, "--json", cwd=root)
     assert resumed.code == 0, resumed.err
     assert json.loads(resumed.out)["iterations"] == 1
+
+
+def test_on_limit_and_max_wait_from_the_config_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ralph import config
+
+    (tmp_path / ".aiwg" / "ralph").mkdir(parents=True)
+    (tmp_path / ".aiwg" / "ralph" / "config.yaml").write_text("on_limit: stop\nmax_wait: 2h\n")
+    loaded = config.load(tmp_path, {})
+    assert (loaded.on_limit, loaded.max_wait) == ("stop", 7200.0)
+    monkeypatch.setenv("RALPH_ON_LIMIT", "wait")
+    monkeypatch.setenv("RALPH_MAX_WAIT", "0")  # no limit
+    loaded = config.load(tmp_path, {})
+    assert (loaded.on_limit, loaded.max_wait) == ("wait", None)
+    assert config.load(tmp_path, {"max_wait": "45m"}).max_wait == 2700.0

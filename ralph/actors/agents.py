@@ -162,6 +162,8 @@ CLAUDE_LIMITS = LimitSignals(
             r"usage allocation has been disabled|seat type doesn[’']t include",
             reset="none",
         ),
+        # an API key's 429 after claude's own retries (2.1.197 prints no reset time for it)
+        Signal(r"^API Error: Request rejected \(429\)", reset="none"),
     ),
     events=(
         EventSignal("rate_limit_event", "rate_limit_info", ("status", "rejected"), "resetsAt"),

@@ -80,12 +80,11 @@ class Waiter:
         self._times = self._times + 1 if self._iteration == number else 1
         self._iteration = number
         now = self.clock()
-        if limit.resets_at is not None:
-            write_board(runner.store, runner.parts.actor.name, limit)
         why = self._why_not(limit, runner, now, started)
-        if why is not None:
+        if why is not None:  # not on the board: a person's `ralph resume` tries again at once
             return Decision("usage_limit", pause_message(limit, why, state.loop_id))
         assert limit.resets_at is not None  # _why_not said so
+        write_board(runner.store, runner.parts.actor.name, limit)
         until = max(limit.resets_at, now) + MARGIN
         state.waiting_until, state.waiting_for = iso(until), limit.message
         emit(runner.hooks, StateChanged(state, started))
