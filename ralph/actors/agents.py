@@ -17,7 +17,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralph import process
@@ -39,10 +39,10 @@ from ralph.actors.mcp_wiring import (
     codex_memory,
     gemini_memory,
 )
+from ralph.actors.reach import ModelWatch, hint
 from ralph.actors.readiness import credentials
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
-from ralph.files import atomic_write_text
 from ralph.memory.server import sdk_available, server_command
 from ralph.memory.store import MemoryStore
 from ralph.providers.base import ChatResponse, Message
@@ -236,9 +236,9 @@ class AgentActor:
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
         memory = self.memory_wiring(ctx.artifacts_dir)
-        for path, text in memory.files.items():
-            atomic_write_text(path, text, durable=False)
+        memory.write()
         tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
+        watch = ModelWatch(self.name, tracer.on_output)
         result = process.run(
             [binary, *head, *memory.args, *self.actor_args, *tail],
             cwd=ctx.workdir,
@@ -246,11 +246,18 @@ class AgentActor:
             stdin=prompt if self.preset.prompt_on_stdin else None,
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
-            on_output=tracer.on_output,
-            sandbox=self.sandbox,
+            on_output=watch.on_output,
+            on_start=watch.started,
+            sandbox=self._confinement(memory),
         )
         output = combined_output(result)
         write_log(ctx, output)
+        said = watch.unreachable()
+        if said is not None:
+            cut = self.sandbox is not None and not self.sandbox.network
+            environ = self.environ if self.environ is not None else os.environ
+            message = f"{self.name} cannot reach its model: {said}"
+            raise ProviderError(message, hint=hint(environ, cut))
         parsed = self.preset.parse(result.stdout)
         summary = parsed.text.strip() or (f"error: {parsed.error}" if parsed.error else None)
         return ActorResult(
@@ -267,6 +274,13 @@ class AgentActor:
             notes=[f"{self.name}: {note}" for note in parsed.notes]
             + (denials(output) if self.sandbox is not None else []),
         )
+
+    def _confinement(self, memory: MemoryWiring) -> Sandbox | None:
+        """The sandbox, keeping the memory wiring's variables and the folders it writes."""
+        if self.sandbox is None:
+            return None
+        writable = (*self.sandbox.writable, *memory.writable)
+        return replace(self.sandbox, writable=writable).keeping(memory.env)
 
     def chat_client(self) -> AgentChatClient:
         return AgentChatClient(self)
