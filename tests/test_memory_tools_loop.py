@@ -1,7 +1,7 @@
 """The memory's tools wired into the loop: a fake `claude` on PATH, given `--mcp-config`, starts
 `ralph mcp` with the SDK's client, calls `search_reflections`, and the fix it finds there turns
 the loop green; the trace and `ralph analyze` show the call. Codex and Gemini get the server
-through their own configuration, written in the attempt's folder."""
+through their own configuration, written in the attempt's folder (gemini: a GEMINI_CLI_HOME)."""
 
 from __future__ import annotations
 
@@ -148,21 +148,38 @@ def test_codex_gets_the_server_as_config_overrides_for_this_run(tmp_path: Path) 
     assert "-c 'mcp_servers.ralph.command=" in actor.describe()
 
 
-def test_gemini_gets_a_system_defaults_file_that_keeps_the_one_in_force(tmp_path: Path) -> None:
-    admin = tmp_path / "defaults.json"
-    admin.write_text(json.dumps({"ui": {"theme": "x"}, "mcpServers": {"other": {"command": "o"}}}))
-    env = {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(admin)}
-    actor = AgentActor(PRESETS["gemini"], environ=env, base_dir=tmp_path)
+def test_gemini_gets_a_home_of_its_own_with_the_users_settings_and_login(tmp_path: Path) -> None:
+    """gemini 0.61 skips a system-defaults file in a folder a user can write ("Parent directory
+    '/tmp' is insecure"): the server goes in the settings of a GEMINI_CLI_HOME of the attempt's
+    own, the user's settings kept (comments and all), the rest of ~/.gemini linked."""
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    settings = home / ".gemini" / "settings.json"
+    settings.write_text(
+        '{\n  // picked with /auth\n  "security": {"auth": {"selectedType": "gemini-api-key"}},\n'
+        '  "mcpServers": {"other": {"command": "o"}}, "mcp": {"allowed": ["other"]}\n}\n'
+    )
+    (home / ".gemini" / "oauth_creds.json").write_text("{}")
+    (home / ".env").write_text("GEMINI_API_KEY=k\n")
+    actor = AgentActor(PRESETS["gemini"], environ={"HOME": str(home)}, base_dir=tmp_path)
     assert actor.offer_memory(["py", "-m", "ralph", "mcp"])
     folder = tmp_path / "001"
     wiring = actor.memory_wiring(folder)
-    (path,) = wiring.files
-    assert path.parent == folder and wiring.env == {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(path)}
-    data = json.loads(wiring.files[path])
-    assert data["ui"] == {"theme": "x"} and data["mcpServers"]["other"] == {"command": "o"}
+    assert wiring.env == {"GEMINI_CLI_HOME": str(folder / "gemini-home")}
+    assert "GEMINI_CLI_HOME=" in actor.describe()
+    wiring.write()
+    mine = folder / "gemini-home" / ".gemini"
+    data = json.loads((mine / "settings.json").read_text())
+    assert data["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    assert data["mcpServers"]["other"] == {"command": "o"}
+    assert data["mcp"]["allowed"] == ["other", "ralph"]
     ralph_server = data["mcpServers"]["ralph"]
     assert ralph_server["trust"] is True and ralph_server["includeTools"] == list(PRESETS_TOOLS)
-    assert admin.read_text().startswith('{"ui"')  # read, never written
+    assert (mine / "oauth_creds.json").resolve() == (home / ".gemini/oauth_creds.json").resolve()
+    assert (folder / "gemini-home" / ".env").read_text() == "GEMINI_API_KEY=k\n"
+    assert settings.read_text().startswith("{\n  // picked")  # read, never written
+    wiring.write()  # the next attempt's, over the same folder
+    assert (mine / "oauth_creds.json").is_symlink()
 
 
 @pytest.mark.parametrize("name", ["aider", "opencode"])

@@ -55,9 +55,9 @@ from ralph.actors.mcp_wiring import (
     gemini_memory,
 )
 from ralph.actors.readiness import credentials
+from ralph.actors.unreachable import ModelWatch, hint
 from ralph.config import model_args
 from ralph.errors import PreflightError, ProviderError
-from ralph.files import atomic_write_text
 from ralph.memory.server import sdk_available, server_command
 from ralph.memory.store import MemoryStore
 from ralph.providers.base import ChatResponse, Message
@@ -332,9 +332,9 @@ class AgentActor:
         prompt_file = write_prompt(ctx, prompt)
         head, tail = self.preset.act_argv(prompt_file, ctx.artifacts_dir)
         memory = self.memory_wiring(ctx.artifacts_dir)
-        for path, text in memory.files.items():
-            atomic_write_text(path, text, durable=False)
+        memory.write()
         tracer = tracing.StreamTracer(ctx.on_output)  # sees every event, not only the capped output
+        watch = ModelWatch(self.name, tracer.on_output)
         result = process.run(
             [binary, *head, *self.preset_args(), *memory.args, *self.actor_args, *tail],
             cwd=ctx.workdir,
@@ -342,12 +342,19 @@ class AgentActor:
             stdin=prompt if self.preset.prompt_on_stdin else None,
             wall_timeout=ctx.iteration_timeout,
             idle_timeout=ctx.idle_timeout,
-            on_output=tracer.on_output,
-            sandbox=self.sandbox,
+            on_output=watch.on_output,
+            on_start=watch.started,
+            sandbox=self._confinement(memory),
             contain=True,
         )
         output = combined_output(result)
         write_log(ctx, output)
+        said = watch.unreachable()
+        if said is not None:
+            cut = self.sandbox is not None and not self.sandbox.network
+            environ = self.environ if self.environ is not None else os.environ
+            message = f"{self.name} cannot reach its model: {said}"
+            raise ProviderError(message, hint=hint(environ, cut))
         parsed = self.preset.parse(result.stdout)
         signals = self.preset.limits
         if signals and result.timed_out is None and (result.exit_code != 0 or parsed.error):
@@ -375,6 +382,13 @@ class AgentActor:
             + (denials(output) if self.sandbox is not None else [])
             + result.notes,
         )
+
+    def _confinement(self, memory: MemoryWiring) -> Sandbox | None:
+        """The sandbox, keeping the memory wiring's variables and the folders it writes."""
+        if self.sandbox is None:
+            return None
+        writable = (*self.sandbox.writable, *memory.writable)
+        return replace(self.sandbox, writable=writable).keeping(memory.env)
 
     def chat_client(self) -> AgentChatClient:
         return AgentChatClient(self)

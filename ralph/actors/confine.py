@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ralph.actors.agents import AgentActor
 from ralph.actors.command import CommandActor
-from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, OPENCODE_KEYS
+from ralph.actors.readiness import AIDER_KEYS, GEMINI_KEYS, GEMINI_SETTINGS, OPENCODE_KEYS
 from ralph.config import Settings
 from ralph.files import ACTOR_PYCACHE, AIWG_DIR, PYCACHE_PREFIX, private_tmp
 from ralph.sandbox import Policy, Sandbox, resolve
@@ -62,10 +62,9 @@ AGENT_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
     ),
     "aider": ((*AIDER_KEYS,), (".aider", ".aider.conf.yml"), ()),
     "gemini": (
-        (*GEMINI_KEYS, "GOOGLE_GENAI_USE_GCA", "GOOGLE_CLOUD_PROJECT",
-         "GOOGLE_APPLICATION_CREDENTIALS"),
+        (*GEMINI_KEYS, *GEMINI_SETTINGS),
         (".gemini",),
-        (),
+        ("GEMINI_CLI_HOME",),
     ),
     "opencode": (
         (*OPENCODE_KEYS,),

@@ -3,19 +3,22 @@ touching the user's files: Claude Code a `--mcp-config` file in the attempt's fo
 server marked `alwaysLoad` so print mode waits for it (`CLAUDE_CONNECT_WAIT`), and
 `--allowedTools` of exactly the memory's tools (print mode denies what it would ask about);
 Codex `-c mcp_servers.ralph.*` overrides for the run (the server required, so codex waits
-for it, and exactly the memory's tools approved); Gemini a system-defaults file named by
-`GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, a copy of the one in force plus the server. aider and
-opencode take no server per run, so they are not offered one.
+for it, and exactly the memory's tools approved); Gemini a home of the attempt's own named by
+`GEMINI_CLI_HOME`: the user's settings plus the server, links to the rest of `~/.gemini`.
+aider and opencode take no server per run, so they are not offered one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sys
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ralph.files import atomic_write_text
 from ralph.memory.tools import SERVER_NAME, TOOL_NAMES
 
 
@@ -27,6 +30,20 @@ class MemoryWiring:
     args: list[str]
     env: dict[str, str]
     files: dict[Path, str]
+    links: dict[Path, Path] = field(default_factory=dict)  # symbolic link -> what it names
+    writable: tuple[Path, ...] = ()  # folders the CLI writes in (bound so in the sandbox)
+
+    def write(self) -> None:
+        """Put the files and links in place (replacing an earlier attempt's)."""
+        for path, text in self.files.items():
+            atomic_write_text(path, text, durable=False)
+        for link, target in self.links.items():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            link.symlink_to(target)
+        for folder in self.writable:
+            folder.mkdir(parents=True, exist_ok=True)
 
 
 # (attempt folder, the server's command line, the CLI's environment) -> its wiring
@@ -76,36 +93,66 @@ def codex_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]
     return MemoryWiring([arg for setting in wiring for arg in ("-c", setting)], {}, {})
 
 
-GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
-
-
-def _gemini_defaults_path() -> Path:
-    if sys.platform == "darwin":
-        return Path("/Library/Application Support/GeminiCli/system-defaults.json")
-    if sys.platform == "win32":
-        return Path("C:/ProgramData/gemini-cli/system-defaults.json")
-    return Path("/etc/gemini-cli/system-defaults.json")
+GEMINI_HOME = "GEMINI_CLI_HOME"
+GEMINI_BESIDE = (".env", ".agents")  # what gemini also reads in its home, beside `.gemini`
+JSON_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
 
 
 def gemini_memory(folder: Path, server: Sequence[str], environ: Mapping[str, str]) -> MemoryWiring:
-    # gemini reads a system-defaults file named by a variable, merged under the user's and
-    # the project's settings: a copy of the one in force, plus the memory server, trusted (its
-    # tools only read) so a headless run does not wait for a confirmation
-    current = Path(environ.get(GEMINI_DEFAULTS) or _gemini_defaults_path())
-    data: dict[str, object] = {}
+    # gemini (0.61) reads a system-defaults file only where root owns it and every folder
+    # above it ("Parent directory '/tmp' is insecure"), so not in an attempt's folder; it reads
+    # the user's settings from $GEMINI_CLI_HOME/.gemini: a home of the attempt's own holds the
+    # user's settings plus the server, trusted (its tools only read) so a headless run does
+    # not wait for a confirmation
+    def add_server(settings: dict[str, object]) -> dict[str, object]:
+        servers = settings.get("mcpServers")
+        servers = dict(servers) if isinstance(servers, dict) else {}
+        servers[SERVER_NAME] = {
+            "command": server[0],
+            "args": list(server[1:]),
+            "trust": True,
+            "includeTools": list(TOOL_NAMES),
+        }
+        mcp = settings.get("mcp")
+        if isinstance(mcp, dict) and isinstance(mcp.get("allowed"), list):
+            mcp = {**mcp, "allowed": [*mcp["allowed"], SERVER_NAME]}  # an allow-list of the user's
+            settings = {**settings, "mcp": mcp}
+        return {**settings, "mcpServers": servers}
+
+    return gemini_home(folder / "gemini-home", environ, add_server)
+
+
+def gemini_home(
+    home: Path,
+    environ: Mapping[str, str],
+    edit: Callable[[dict[str, object]], dict[str, object]],
+) -> MemoryWiring:
+    """A GEMINI_CLI_HOME for one run: `.gemini/settings.json` the user's settings as `edit`
+    changes them, every other entry of the user's `.gemini` (login, trusted folders, sessions)
+    and of `GEMINI_BESIDE` a link to the user's own, so what gemini writes there lands where it
+    would have. The user's files are read, never written."""
+    user_home = Path(environ.get(GEMINI_HOME) or environ.get("HOME") or Path.home())
+    source, target = user_home / ".gemini", home / ".gemini"
+    settings = jsonc_object(source / "settings.json")
+    links = {home / name: user_home / name for name in GEMINI_BESIDE}
+    with contextlib.suppress(OSError):
+        links |= {target / e.name: e for e in source.iterdir() if e.name != "settings.json"}
+    text = json.dumps(edit(settings), indent=2) + "\n"
+    links = {link: to for link, to in links.items() if os.path.lexists(to)}
+    return MemoryWiring(
+        [], {GEMINI_HOME: str(home)}, {target / "settings.json": text}, links, (home,)
+    )
+
+
+def jsonc_object(path: Path) -> dict[str, object]:
+    """A settings file as gemini reads it (JSON with comments); {} when absent or unreadable."""
     try:
-        loaded = json.loads(current.read_text("utf-8")) if current.is_file() else {}
-        data = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
-        data = {}
-    servers = data.get("mcpServers")
-    servers = dict(servers) if isinstance(servers, dict) else {}
-    servers[SERVER_NAME] = {
-        "command": server[0],
-        "args": list(server[1:]),
-        "trust": True,
-        "includeTools": list(TOOL_NAMES),
-    }
-    data["mcpServers"] = servers
-    path = folder / "gemini-system-defaults.json"
-    return MemoryWiring([], {GEMINI_DEFAULTS: str(path)}, {path: json.dumps(data, indent=2)})
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    kept = JSON_COMMENT.sub(lambda m: m.group(1) or "", text)  # strings kept, comments gone
+    try:
+        data = json.loads(kept)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import process
+from ralph.actors.mcp_wiring import jsonc_object
+from ralph.actors.trace import as_dict
 
 VERSION_TIMEOUT = 15.0  # node-based CLIs take a second or two to start on a busy machine
 LOGIN_STATUS_TIMEOUT = 15.0
@@ -239,11 +241,38 @@ def _aider(
 
 
 GEMINI_KEYS = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
+GEMINI_ENV_AUTH = ("GOOGLE_GENAI_USE_GCA", "GOOGLE_GENAI_USE_VERTEXAI")  # chosen over the URL
+# what else gemini (0.61) reads from its environment to find its model and its settings: the
+# endpoints, Google Cloud's project and login, its home and settings files, its headers
+GEMINI_SETTINGS = (
+    "GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL", "GOOGLE_GENAI_API_VERSION",
+    "GOOGLE_GENAI_USE_GCA", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_PROJECT_ID",
+    "GOOGLE_CLOUD_LOCATION", "GOOGLE_CLOUD_QUOTA_PROJECT", "GOOGLE_CLOUD_ACCESS_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "CODE_ASSIST_ENDPOINT",
+    "GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_SETTINGS_PATH", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+    "GEMINI_CLI_TRUSTED_FOLDERS_PATH", "GEMINI_MODEL", "GEMINI_SYSTEM_MD",
+    "GEMINI_API_KEY_AUTH_MECHANISM", "GEMINI_CLI_CUSTOM_HEADERS", "GEMINI_CLI_USE_COMPUTE_ADC",
+    "GEMINI_FORCE_FILE_STORAGE", "GEMINI_CLI_NO_RELAUNCH",
+)  # fmt: skip
 
 
 def _gemini(
     env: Mapping[str, str], home: Path, root: Path, args: list[str], binary: str | None
 ) -> Credentials:
+    own = Path(env["GEMINI_CLI_HOME"]) if _set(env, "GEMINI_CLI_HOME") else home
+    selected = None
+    for settings in (root / ".gemini" / "settings.json", own / ".gemini" / "settings.json"):
+        auth = as_dict(as_dict(jsonc_object(settings).get("security")).get("auth"))
+        selected = selected or auth.get("selectedType")
+    if not selected and _set(env, "GOOGLE_GEMINI_BASE_URL") and not _set(env, *GEMINI_ENV_AUTH):
+        # gemini 0.61 then takes the endpoint for a "gateway" it refuses: exit 41
+        return Credentials(
+            False,
+            "GOOGLE_GEMINI_BASE_URL with no auth method selected: gemini says "
+            '"Invalid auth method selected." (exit 41)',
+            'add "security": {"auth": {"selectedType": "gemini-api-key"}} to '
+            f"{_shown(own / '.gemini' / 'settings.json', home)} (or pick one with /auth)",
+        )
     variable = _set(env, *GEMINI_KEYS, "GOOGLE_GENAI_USE_GCA")
     if variable:
         return Credentials(True, variable)
