@@ -215,7 +215,10 @@ def test_dry_run_shows_the_model_flag_on_the_agents_command_line(
         "run", "fix add", "-a", "claude", "-m", "sonnet", "-t", CHECK, "--dry-run", cwd=repo
     )
     assert result.code == 0, result.err
-    assert "command  claude -p --output-format stream-json" in result.err
+    # the wait for the memory server (actors/mcp_wiring.py), then claude's own command line
+    assert (
+        "command  MCP_CONNECT_TIMEOUT_MS=60000 claude -p --output-format stream-json" in result.err
+    )
     assert "--permission-mode acceptEdits " in result.err  # then the memory's tools
     assert "--model sonnet < prompt.md" in result.err
 
