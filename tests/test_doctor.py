@@ -450,9 +450,11 @@ def test_doctor_asks_gemini_itself_and_fails_the_actor_it_refuses(
     assert "a loop can start here" not in result.out
     assert "a loop cannot start here: actor gemini" in result.out
     found = {(f["area"], f["name"]): f for f in doctor_json(ralph, repo, flags)["findings"]}
-    assert found["actor", "gemini"]["status"] == "cannot reach its model"
+    # known before gemini runs (readiness: the endpoint with no auth method selected), with
+    # gemini's own words and the setting that fixes it
+    assert found["actor", "gemini"]["status"] == "cannot run"
     assert "Invalid auth method selected." in found["actor", "gemini"]["detail"]
-    assert found["agent", "gemini"]["status"] == "cannot reach its model"
+    assert found["agent", "gemini"]["status"] != "ready"
 
 
 def doctor_json(ralph: RunCli, repo: Path, flags: list[str]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def test_the_sandbox_keeps_geminis_endpoint_and_settings_variables(tmp_path: Pat
     assert actor.sandbox is not None
     for name in ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "GEMINI_CLI_SYSTEM_SETTINGS_PATH"):
         assert name in actor.sandbox.keep
-    assert Path("/home/u/.gemini") in actor.sandbox.writable
+    assert Path("/home/u/.gemini") in actor.sandbox.copied  # a throwaway copy (throwaway.py)
 
 
 @pytest.mark.skipif(not find().works, reason="bubblewrap cannot run here")
