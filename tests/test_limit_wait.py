@@ -269,3 +269,10 @@ def test_on_limit_and_max_wait_from_the_config_and_the_environment(
     loaded = config.load(tmp_path, {})
     assert (loaded.on_limit, loaded.max_wait) == ("wait", None)
     assert config.load(tmp_path, {"max_wait": "45m"}).max_wait == 2700.0
+
+
+def test_a_reset_past_the_time_budget_is_the_budget_stop(tmp_path: Path) -> None:
+    loop, clock = limited_loop(tmp_path, UsageLimit("fake", "limit", NOW + 3600), timeout=600.0)
+    result = loop.start()
+    assert (result.exit_code, result.status, result.stop_reason) == (3, "failed", "budget")
+    assert "ends before the usage limit resets" in result.message and clock.slept == []

@@ -377,16 +377,6 @@ def test_anthropic_reset_headers_are_a_usage_limit(fake: FakeProvider, waits: li
     assert "exceeded your rate limit" in caught.value.limit.message and waits == []
 
 
-def test_429_until_the_attempts_run_out_is_a_limit_without_reset(
-    fake: FakeProvider, waits: list[float]
-) -> None:
-    for _ in range(3):
-        fake.script(status=429, message="slow down")
-    with pytest.raises(UsageLimited) as caught:
-        openai(fake, waits, max_attempts=3).chat(CHAT)
-    assert caught.value.limit.resets_at is None and len(waits) == 2
-
-
 def test_401_fails_at_once_without_the_key(fake: FakeProvider, waits: list[float]) -> None:
     fake.script(status=401, message=f"Incorrect API key provided: {KEY}.")
     with pytest.raises(ProviderError) as caught:

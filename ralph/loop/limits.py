@@ -5,7 +5,7 @@ reflection or lesson is made. With `on_limit: wait` (the default) the loop waits
 reset plus `MARGIN` (the state says `waiting_until`, the reporter counts down), then runs the
 same iteration again. It pauses instead, for a person (exit 5, `EXIT_FOR_PERSON`: `ralph
 resume` continues it), when the limit gives no reset time (a spend limit, access disabled), when
-the reset is further than `--max-wait` (or than `--timeout` leaves), with `on_limit: stop`, and
+the reset is further than `--max-wait`, with `on_limit: stop`, and
 after `MAX_WAITS` limits in a row on one iteration (a reset that does not lift it).
 Ctrl-C or `ralph abort` during the wait ends it as they end an attempt: the loop is paused
 (or aborted), resumable.
@@ -43,6 +43,7 @@ MARGIN = 60.0  # seconds after the reset: clocks differ, and a limit lifts a lit
 TICK = 1.0  # seconds between two looks at the clock (the countdown, `ralph abort`)
 MAX_WAITS = 3  # limits in a row on one iteration, each waited out: then a person decides
 BOARD_BYTES = 64 * 1024
+TIME_BUDGET = "time budget of"
 
 
 class Runner(Protocol):
@@ -81,6 +82,8 @@ class Waiter:
         self._iteration = number
         now = self.clock()
         why = self._why_not(limit, runner, now, started)
+        if why is not None and why.startswith(TIME_BUDGET):  # the budget stop it would be
+            return Decision("budget", f"{why} ({limit.source}: {limit.message})")
         if why is not None:  # not on the board: a person's `ralph resume` tries again at once
             return Decision("usage_limit", pause_message(limit, why, state.loop_id))
         assert limit.resets_at is not None  # _why_not said so
@@ -115,7 +118,7 @@ class Waiter:
         if settings.timeout is not None:
             left = settings.timeout - (time.monotonic() - started)
             if wait > left:
-                return f"it resets {clock_text(limit.resets_at)}, past what --timeout leaves"
+                return f"{TIME_BUDGET} {span(settings.timeout)} ends before the usage limit resets"
         return None
 
 

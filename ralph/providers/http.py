@@ -114,8 +114,8 @@ class JsonPoster:
     or exactly the wait the server asked for (Retry-After). Never retried: other 4xx, a 429 for
     an exhausted quota, a malformed success body. Every request's timeout and every sleep fit
     inside one total deadline; a retry that could only start after it is not attempted. A 429
-    that cannot be waited out within the deadline (its reset beyond it, an exhausted quota,
-    429s until the attempts run out) is a usage limit: `UsageLimited`, which the loop waits out.
+    that cannot be waited out within the deadline (its reset beyond it, an exhausted quota) is
+    a usage limit: `UsageLimited`, which the loop waits out.
     """
 
     def __init__(
@@ -197,8 +197,6 @@ class JsonPoster:
             message = f"{self.provider}: no answer within the {self.deadline:g}s deadline"
         else:
             message = f"{self.provider}: no usable answer after {plural(attempt, 'attempt')}"
-        if limit is not None:  # limited until the end, with no reset said: a person decides
-            raise UsageLimited(UsageLimit(limit.source, limit.message, None))
         raise ProviderError(f"{message} (last: {last})", hint="check the endpoint and retry later")
 
     def _attempt(
