@@ -313,6 +313,26 @@ def test_pytest_with_its_cache_plugin_off_under_strict_config_still_runs(tmp_pat
     assert "\x1b" not in (outcome.result.stdout or "")
 
 
+@pytest.mark.parametrize(
+    ("ini", "command"),
+    [
+        ("[pytest]\nfilterwarnings = error\n", "-p no:cacheprovider"),  # humanize's settings
+        ("[pytest]\naddopts = -p no:cacheprovider\nfilterwarnings = error\n", ""),
+    ],
+)
+def test_pytest_with_its_cache_plugin_off_and_warnings_as_errors_still_runs(
+    tmp_path: Path, ini: str, command: str
+) -> None:
+    """ralph's `-o cache_dir=...` is an unknown option once the cache plugin is off: a warning
+    that `filterwarnings = error` made the whole run fail."""
+    (tmp_path / "pytest.ini").write_text(ini)
+    (tmp_path / "test_a.py").write_text("def test_a():\n    assert 1 == 2\n")
+    spec = CheckSpec("tests", f"{PY} -m pytest -q {command}".strip(), "pytest")
+    outcome = make_check(spec, timeout=120, cap=50_000).run(tmp_path)
+    assert outcome.result.status == "fail"
+    assert [e.rule for e in outcome.errors] == ["test_a.py::test_a"]
+
+
 def test_pytest_keeps_its_cache_in_ralphs_scratch_folder(tmp_path: Path) -> None:
     (tmp_path / "test_a.py").write_text("def test_a():\n    assert 1 == 2\n")
     check = make_check(CheckSpec("tests", f"{PY} -m pytest -q", "pytest"), timeout=120, cap=50_000)

@@ -87,9 +87,14 @@ class PytestCheck(CommandCheck):
         junit = Path(name)
         canaries = Canaries.write(folder)
         try:
-            res, env = self._attempt(cwd, junit, folder / "pytest-cache", canaries, on_output)
-            if res.exit_code == 4 and UNKNOWN_CACHE_DIR in res.stdout + res.stderr:
-                # the cache plugin is off (`-p no:cacheprovider`) under `--strict-config`
+            said_off = (
+                "no:cacheprovider" in f"{self.spec.command} {os.environ.get('PYTEST_ADDOPTS')}"
+            )
+            cache = None if said_off else folder / "pytest-cache"
+            res, env = self._attempt(cwd, junit, cache, canaries, on_output)
+            if res.exit_code not in (0, None) and UNKNOWN_CACHE_DIR in res.stdout + res.stderr:
+                # the cache plugin is off (`-p no:cacheprovider` in an ini) under
+                # `--strict-config`, or with warnings as errors (`-W error`, filterwarnings)
                 res, env = self._attempt(cwd, junit, None, canaries, on_output)
             xml_text = junit.read_text("utf-8", errors="replace")
         finally:
