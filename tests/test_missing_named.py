@@ -33,5 +33,5 @@ def test_resume_with_nothing_to_resume_points_to_the_list_of_loops(
     """`ralph status` shows one loop; the list is `ralph reflections list`."""
     result = ralph("resume", cwd=example_project)
     assert result.code == 2, result
-    assert "no paused or crashed loop to resume" in result.err
+    assert "no paused, crashed or needs_human loop to resume" in result.err
     assert "hint: see `ralph reflections list`" in result.err

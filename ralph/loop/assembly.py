@@ -408,7 +408,9 @@ def _resumable(store: MemoryStore) -> str:
     running, states = store.running_loops(), [item.state for item in store.list_loops()]
     found = [s for s in states if s and store.effective_status(s, running) in RESUMABLE]
     if not found:  # `ralph status` shows one loop; the list is this
-        raise StoreError("no paused or crashed loop to resume", hint="see `ralph reflections list`")
+        raise StoreError(
+            "no paused, crashed or needs_human loop to resume", hint="see `ralph reflections list`"
+        )
     return found[-1].loop_id
 
 
