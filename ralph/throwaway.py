@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterator, Sequence
@@ -31,6 +32,15 @@ HISTORY = frozenset(
     | {"telemetry", "storage", "snapshot", "paste-cache", "ide", "session-env", "checkpoints"}
     | {"backups"}
 )
+# What a CLI rewrites on every run for its own bookkeeping (codex's databases and ids, lock
+# files): copied, but a change to it is no change the agent made, so it is not named (codex's
+# every attempt was "the agent changed ~/.codex/.sandbox_migration, ... and 56 more").
+BOOKKEEPING = re.compile(
+    r"(?:\.sqlite|\.sqlite-wal|\.sqlite-shm|\.db|\.db-journal|\.lock|\.pid)$"
+    r"|^(?:installation_id|\.sandbox_migration|models_cache\.json|version\.json|\.tmp)$"
+)
+# Keys of a JSON configuration a CLI bumps itself (~/.claude.json's numStartups and caches).
+BOOKKEEPING_KEYS = re.compile(r"^(?:num|cached|last|first|tips|has|is)[A-Z]|(?:Count|At)$|^userID$")
 LARGEST = 16 * 1024 * 1024  # a bigger file is a cache or a history: not copied
 # A login the CLI may refresh (a rotated token): written back when it changed and is JSON.
 CREDENTIALS = frozenset(
@@ -127,8 +137,10 @@ def settle(copies: Sequence[Copy], home: Path | None) -> list[str]:
             copied = one.copy / relative if relative else one.copy
             if relative and _write_back(copied, original):
                 kept.append(_shown(original, home))
-            else:
-                changed.append(_shown(original, home) + _keys(original, copied))
+            elif not BOOKKEEPING.search(copied.name):
+                keys = _keys(original, copied)
+                if keys is not None:
+                    changed.append(_shown(original, home) + keys)
     notes = []
     if changed:
         more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
@@ -139,8 +151,9 @@ def settle(copies: Sequence[Copy], home: Path | None) -> list[str]:
     return notes
 
 
-def _keys(original: Path, copied: Path) -> str:
-    """For a JSON object the agent changed, which of its keys: ` (mcpServers, projects)`."""
+def _keys(original: Path, copied: Path) -> str | None:
+    """For a JSON object the agent changed, which of its keys: ` (mcpServers, projects)`;
+    None when only the CLI's own bookkeeping changed (counters, caches)."""
     try:
         before = json.loads(original.read_text(encoding="utf-8"))
         after = json.loads(copied.read_text(encoding="utf-8"))
@@ -149,6 +162,9 @@ def _keys(original: Path, copied: Path) -> str:
     if not isinstance(before, dict) or not isinstance(after, dict):
         return ""
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    keys = [k for k in keys if not BOOKKEEPING_KEYS.search(str(k))]
+    if not keys:
+        return None
     more = f", +{len(keys) - MAX_KEYS}" if len(keys) > MAX_KEYS else ""
     return f" ({', '.join(str(k) for k in keys[:MAX_KEYS])}{more})" if keys else ""
 

@@ -175,11 +175,42 @@ def test_the_agents_configuration_is_a_throwaway_copy_and_what_it_changed_is_nam
     assert not (claude / "agents").exists() and not (claude / "projects" / "session.jsonl").exists()
     assert json.loads((claude / ".credentials.json").read_text()) == {"token": "refreshed"}
     dropped, kept = result.notes
-    named = ("~/.claude/settings.json (hooks, model)", "~/.claude.json (mcpServers, numStartups)")
+    named = ("~/.claude/settings.json (hooks, model)", "~/.claude.json (mcpServers)")
     for name in (*named, "~/.claude/agents/evil.md"):
         assert name in dropped and dropped.endswith("dropped"), result.notes
     assert "session.jsonl" not in dropped  # a CLI's own history is not news
     assert "~/.claude/.credentials.json" in kept
+
+
+def test_a_clis_own_bookkeeping_in_its_configuration_is_no_news(place: tuple[Path, Path]) -> None:
+    """codex rewrites its databases and ids on every run, claude bumps numStartups: each
+    attempt's note named them as the agent's changes ("... and 56 more")."""
+    home, tree = place
+    codex = home / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text('model = "x"\n')
+    (codex / "installation_id").write_text("a")
+    (home / ".claude.json").write_text('{"numStartups": 1, "cachedGates": {}}')
+    busy = (
+        "import json, pathlib, os\n"
+        "home = pathlib.Path(os.environ['HOME'])\n"
+        "(home / '.codex/goals_1.sqlite').write_bytes(b'db')\n"
+        "(home / '.codex/goals_1.sqlite-wal').write_bytes(b'wal')\n"
+        "(home / '.codex/installation_id').write_text('b')\n"
+        "counters = {'numStartups': 2, 'cachedGates': {'a': 1}}\n"
+        "(home / '.claude.json').write_text(json.dumps(counters))\n"
+    )
+    copied = (codex, home / ".claude.json")
+    result = process.run([sys.executable, "-c", busy], cwd=tree, sandbox=box(tree, copied=copied))
+    assert result.exit_code == 0, result.stderr
+    assert result.notes == []
+    (codex / "config.toml").write_text('model = "x"\n')  # and a real change is still named
+    edit = "import os, pathlib\n"
+    edit += "(pathlib.Path(os.environ['HOME']) / '.codex/config.toml').write_text('y')\n"
+    result = process.run([sys.executable, "-c", edit], cwd=tree, sandbox=box(tree, copied=copied))
+    assert result.notes == [
+        "sandbox: the agent changed ~/.codex/config.toml (its configuration): dropped"
+    ]
 
 
 def test_a_nested_bubblewrap_still_starts_inside(place: tuple[Path, Path]) -> None:
