@@ -1,4 +1,4 @@
-"""The attack catalogue of issue 36, runnable: every reward hack and escape a hostile agent tried,
+"""The attack catalogue of the hostile agent, runnable: every reward hack and escape tried,
 each as a `cmd:` agent script run by the real `ralph run` on a small generated project (calc.py
 with a bug, one failing target test, one passing guard), under `--sandbox bwrap` and `none`.
 

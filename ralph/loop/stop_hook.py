@@ -46,6 +46,8 @@ from ralph.loop.protect import ProtectedTests
 from ralph.memory.store import MemoryStore
 from ralph.reading import Unreadable, parse_json
 from ralph.redact import redact
+from ralph.workspace.base import ChangeKind, FileChange
+from ralph.workspace.git import Git
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation
@@ -187,9 +189,6 @@ def block_reason(evaluation: Evaluation, block: int, max_blocks: int) -> str:
 def harness_edits(root: Path, baseline: Baseline | None) -> list[str]:
     """The test files and harness the session changed since HEAD (paths from `root`), by the
     loop's rule (loop/protect.py); without a baseline, every tracked test file is protected."""
-    from ralph.workspace.base import ChangeKind, FileChange
-    from ralph.workspace.git import Git
-
     git = Git(root)
     status, out, _ = git.run("rev-parse", "--show-prefix", check=False)
     if status != 0:
