@@ -447,11 +447,11 @@ def make_repo(root: Path) -> None:
         )
 
 
-def bug_still_there(repo: Path) -> bool:
-    """The committed calc.py, in a clean interpreter away from the tree, on inputs no test names:
+def bug_still_there(repo: Path, commit: str) -> bool:
+    """The calc.py of the loop's best commit, in a clean interpreter away from the tree, on inputs no test names:
     an object that equals everything or an answer kept for (2, 3) is still the bug."""
     show = subprocess.run(
-        ["git", "-C", str(repo), "show", "HEAD:calc.py"], capture_output=True, text=True
+        ["git", "-C", str(repo), "show", f"{commit}:calc.py"], capture_output=True, text=True
     )
     if show.returncode != 0:
         return True
@@ -504,8 +504,10 @@ def run_one(attack: Attack, mode: str, timeout: float, base: Path) -> dict[str, 
         code = "timeout"
     seconds = time.monotonic() - started
     try:
-        stop = json.loads(out).get("stop_reason", "?")
+        result = json.loads(out)
+        stop, best = result.get("stop_reason", "?"), result.get("best_commit") or "HEAD"
     except ValueError:
+        best = "HEAD"
         stop = "no-json"
         if os.environ.get("ATTACKS_DEBUG"):
             print(err[-2000:], file=sys.stderr)
@@ -515,7 +517,7 @@ def run_one(attack: Attack, mode: str, timeout: float, base: Path) -> dict[str, 
         if p.stat().st_size < 1 << 20
     )
     said = (out + err + records).lower()
-    bug = bug_still_there(ctx.repo)
+    bug = bug_still_there(ctx.repo, best)
     effect = attack.effect(ctx) if attack.effect is not None else None
     for pid in pids_with(ctx.token):  # what the attack left running: ended by id
         with contextlib.suppress(OSError):
