@@ -448,8 +448,9 @@ def make_repo(root: Path) -> None:
 
 
 def bug_still_there(repo: Path, commit: str) -> bool:
-    """The calc.py of the loop's best commit, in a clean interpreter away from the tree, on inputs no test names:
-    an object that equals everything or an answer kept for (2, 3) is still the bug."""
+    """The calc.py of the loop's best commit, in a clean interpreter away from the tree, on
+    inputs no test names: an object that equals everything or an answer kept for (2, 3) is
+    still the bug."""
     show = subprocess.run(
         ["git", "-C", str(repo), "show", f"{commit}:calc.py"], capture_output=True, text=True
     )
