@@ -30,6 +30,8 @@ from ralph.workspace.switch import checkout_loop_branch, refuse_stale_locks
 from ralph.workspace.trees import Trees
 
 DEFAULT_IDENTITY = {"NAME": "ralph", "EMAIL": "ralph@localhost"}
+# the tree's fsmonitor runs nothing for ralph: an agent can write .git/config
+NO_TREE_COMMANDS = ("-c", "core.quotePath=false", "-c", "core.fsmonitor=false")
 
 
 class Git:
@@ -51,7 +53,7 @@ class Git:
         for wait in (*contention.PAUSES, None):  # another git's half-done write: try again
             try:
                 status, out, err = self._cmd.execute(
-                    ["git", "-C", str(self.toplevel), "-c", "core.quotePath=false", *args],
+                    ["git", "-C", str(self.toplevel), *NO_TREE_COMMANDS, *args],
                     with_extended_output=True,
                     with_exceptions=False,
                     stdout_as_string=False,
