@@ -72,8 +72,13 @@ class ProtectedTests:
         for check in baseline.checks.values() if baseline is not None else ():
             if check.kind == "tests" and check.judged:
                 files.update(files_of_tests([*check.failing, *(check.passing or ())]))
-        folders = {folder for name in files for folder in _folders(name)}
-        return cls(frozenset(files), frozenset(folders))
+        return cls.named(files)
+
+    @classmethod
+    def named(cls, files: Iterable[str]) -> ProtectedTests:
+        """These test files (from the root), and the folders whose harness applies to them."""
+        names = frozenset(files)
+        return cls(names, frozenset(folder for name in names for folder in _folders(name)))
 
     def __bool__(self) -> bool:
         return bool(self.files)

@@ -8,6 +8,11 @@ that loop may keep failing as they did; without one every check must pass), and 
 - checks pass: nothing printed, the stop happens;
 - checks fail: `{"decision": "block", "reason": ...}`, the failing checks and their file:line
   diagnostics, so Claude keeps working on them;
+- the test harness edited (loop/protect.py's rule: a test file of the baseline, or without one
+  a tracked test file, modified or deleted since HEAD; a new or changed conftest, pytest
+  configuration, start-up file or plugin): blocked without running the checks, the files
+  named, as the loop would put them back (`allow_test_edits` turns it off). The checks
+  themselves judge as the loop's do: by the JUnit report, ids seen passing, canaries;
 - never forever: after `max_blocks` consecutive blocks (a stop with `stop_hook_active` true
   continues the count; a fresh stop starts it again) the stop is let through with a
   `systemMessage` saying so. The count is kept in `.aiwg/ralph/tmp/claude-stop.json`.
@@ -21,6 +26,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import posixpath
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +42,12 @@ from ralph.evaluators.verdicts import Baseline
 from ralph.files import atomic_write_json, private_tmp, write_atomically
 from ralph.glyphs import plural
 from ralph.loop.assembly import make_evaluator, project_root
+from ralph.loop.protect import ProtectedTests
 from ralph.memory.store import MemoryStore
 from ralph.reading import Unreadable, parse_json
 from ralph.redact import redact
+from ralph.workspace.base import ChangeKind, FileChange
+from ralph.workspace.git import Git
 
 if TYPE_CHECKING:
     from ralph.evaluators.base import Evaluation
@@ -47,6 +57,7 @@ MAX_INPUT_BYTES = 1 << 20
 COUNTER_FILE = "claude-stop.json"
 SHOWN_DIAGNOSTICS = 20
 HOOK_COMMAND = "ralph hook claude-stop"
+TEST_NAME = re.compile(r"^(test_.*|.*_test)\.py$")  # pytest's default python_files
 HOOK_TIMEOUT = 900  # seconds Claude Code waits for the checks (its default is 60)
 
 
@@ -141,9 +152,13 @@ def decide(
         )
         return {"decision": "block", "reason": strip_escapes(redact(reason))}
     settings = config.load(store.root)
+    baseline = tree_baseline(store, root)
+    edited = [] if settings.allow_test_edits else harness_edits(root, baseline)
+    if edited:
+        _write_count(store, hook, blocks + 1)
+        return {"decision": "block", "reason": edits_reason(edited, blocks + 1, max_blocks)}
     suite = make_evaluator(settings)
     suite.preflight()
-    baseline = tree_baseline(store, root)
     evaluation = suite.handle(EvaluationRequest(root, baseline))
     if evaluation.passed:
         _write_count(store, hook, 0)
@@ -168,6 +183,53 @@ def block_reason(evaluation: Evaluation, block: int, max_blocks: int) -> str:
     if evaluation.baseline is not None:
         lines.append("Failures that were there before ralph's baseline are not asked of you.")
     lines.append(f"(stop blocked {block} of at most {plural(max_blocks, 'time')} in a row)")
+    return strip_escapes(redact("\n".join(lines)))
+
+
+def harness_edits(root: Path, baseline: Baseline | None) -> list[str]:
+    """The test files and harness the session changed since HEAD (paths from `root`), by the
+    loop's rule (loop/protect.py); without a baseline, every tracked test file is protected."""
+    git = Git(root)
+    status, out, _ = git.run("rev-parse", "--show-prefix", check=False)
+    if status != 0:
+        return []  # not a git repository: nothing to compare with
+    prefix = out.decode("utf-8", "replace").strip()
+    status, out, _ = git.run(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", ".",
+        check=False,
+    )  # fmt: skip
+    changes = []
+    for entry in out.decode("utf-8", "replace").split("\0"):
+        code, path = entry[:2], entry[3:]
+        if not path.startswith(prefix) or path.startswith(f"{prefix}.aiwg/"):
+            continue
+        kind: ChangeKind = (
+            "created" if code in ("??", "A ") else "deleted" if "D" in code else "modified"
+        )
+        changes.append(FileChange(path, kind, 0, 0, ""))
+
+    def original(path: str) -> bytes | None:
+        found, blob, _ = git.run("cat-file", "blob", f"HEAD:{path}", check=False)
+        return blob if found == 0 else None
+
+    rule = ProtectedTests.of(baseline)
+    if baseline is None:
+        rule = ProtectedTests.named(
+            c.path[len(prefix) :]
+            for c in changes
+            if c.kind != "created" and TEST_NAME.match(posixpath.basename(c.path))
+        )
+    return [c.path[len(prefix) :] for c in rule.edits(changes, prefix, original, root)]
+
+
+def edits_reason(edited: list[str], block: int, max_blocks: int) -> str:
+    """What Claude reads when the tests or their harness were edited."""
+    lines = [
+        f"ralph: you changed the tests or the test harness: {', '.join(edited)}. The checks "
+        "judge the code against the tests as they were; put these files back as they were "
+        "and fix the code instead (a test that is wrong is for a person to change).",
+        f"(stop blocked {block} of at most {plural(max_blocks, 'time')} in a row)",
+    ]
     return strip_escapes(redact("\n".join(lines)))
 
 

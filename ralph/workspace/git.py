@@ -33,6 +33,7 @@ from ralph.workspace.trees import Trees
 DEFAULT_IDENTITY = {"NAME": "ralph", "EMAIL": "ralph@localhost"}
 
 
+# the tree's fsmonitor runs nothing for ralph: an agent can write .git/config
 class Git:
     """Runs git through GitPython in one work tree; failures become one-line RalphErrors."""
 

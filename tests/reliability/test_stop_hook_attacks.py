@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.evaluators.pytest import ENDED_EARLY
 from tests.conftest import RunCli
 from tests.fakes.calc_project import make_calc_repo
 
@@ -98,3 +99,61 @@ def test_a_huge_file_on_stdin_is_refused_before_it_is_read(
         assert stdin.buffer.tell() == 0, "the input was read before its size was looked at"
     assert code == 2
     assert "larger than 1 MB" in err
+
+
+# --- the hook judges like the loop: the tests and their harness, evidence, canaries ---------------
+def stop_answer(ralph: RunCli, monkeypatch: pytest.MonkeyPatch, project: Path) -> dict[str, str]:
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))
+    data = {"session_id": "s1", "cwd": str(project)}
+    code, out, err = hook(ralph, monkeypatch, io.StringIO(json.dumps(data)))
+    assert code == 0, err
+    assert out.strip(), "the stop was let through"
+    answer: dict[str, str] = json.loads(out)
+    assert answer["decision"] == "block", answer
+    return answer
+
+
+def test_a_target_test_edited_to_pass_does_not_let_claude_stop(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    tests = project / "tests" / "test_calc.py"
+    tests.write_text(tests.read_text().replace("assert f(-2) == 2", "assert True"))
+    reason = stop_answer(ralph, monkeypatch, project)["reason"]
+    assert "tests/test_calc.py" in reason and "test harness" in reason
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("tests/conftest.py", "def pytest_collection_modifyitems(items):\n    items.clear()\n"),
+        ("pytest.toml", '[pytest]\naddopts = ["-p", "no:junitxml"]\n'),
+        ("sitecustomize.py", "import os\n"),
+    ],
+    ids=["new-conftest", "new-pytest-toml", "sitecustomize"],
+)
+def test_a_new_harness_file_does_not_let_claude_stop(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, project: Path, name: str, text: str
+) -> None:
+    (project / name).write_text(text)
+    assert name in stop_answer(ralph, monkeypatch, project)["reason"]
+
+
+def test_exit_before_the_asserts_does_not_let_claude_stop(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    calc = project / "calc.py"
+    calc.write_text("import os\nos._exit(0)\n" + calc.read_text())
+    assert ENDED_EARLY in stop_answer(ralph, monkeypatch, project)["reason"]
+
+
+def test_test_edits_allowed_by_the_settings_are_judged_as_they_are(
+    ralph: RunCli, monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    config = project / ".aiwg" / "ralph" / "config.yaml"
+    config.write_text(config.read_text() + "allow_test_edits: true\n")
+    tests = project / "tests" / "test_calc.py"
+    tests.write_text(tests.read_text().replace("assert f(-2) == 2", "assert True"))
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))
+    data = {"session_id": "s1", "cwd": str(project)}
+    code, out, err = hook(ralph, monkeypatch, io.StringIO(json.dumps(data)))
+    assert (code, out) == (0, ""), err
