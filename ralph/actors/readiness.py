@@ -15,7 +15,12 @@ see, an explicit `--actor NAME` without them is refused before the loop starts, 
   DEEPSEEK, OPENROUTER, OPENAI, GEMINI keys, VERTEXAI_PROJECT with Google credentials), in the
   environment, a `.env` or `.aider.conf.yml` (home or project), or ~/.aider/oauth-keys.env.
 - gemini: GEMINI_API_KEY, GOOGLE_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA (also
-  in a `.env` of the project or ~/.gemini); or a Google login in ~/.gemini/oauth_creds.json.
+  in a `.env` of the project or ~/.gemini); or a Google login in ~/.gemini/oauth_creds.json. Not
+  GOOGLE_GEMINI_BASE_URL without `security.auth.selectedType` in its settings: 0.61 takes that
+  for a "gateway" and exits 41 ("Invalid auth method selected."). gemini's own auth check, for
+  a probe: stdin "ok" to `gemini -o stream-json` with `model.maxSessionTurns: 0` in the settings
+  of a GEMINI_CLI_HOME (`mcp_wiring.gemini_home`): exit 53 ("Reached max session turns") after
+  the auth is validated and refreshed, no model request; exit 41 and its line when refused.
 - opencode: OPENCODE_API_KEY or a provider key in the environment; `auth.json` of
   `opencode auth login` ($XDG_DATA_HOME/opencode); or an opencode.json configuring providers.
 """
