@@ -21,6 +21,7 @@ from ralph.records import (
     ActorOutput,
     Diagnostic,
     EvaluatorOutput,
+    FailureScope,
     IterationRecord,
     MemoryMetadata,
     PerformanceDelta,
@@ -63,6 +64,7 @@ def record(
     improved: bool | None = None,
     timestamp: str = "2026-01-01T00:00:00Z",
     fingerprint: str | None = None,
+    scope: list[Diagnostic] | None = None,
 ) -> IterationRecord:
     return IterationRecord(
         loop_id=loop_id,
@@ -87,6 +89,7 @@ def record(
             reflection_source="success" if passed else "llm",
             lessons_used=used or [],
             error_fingerprint=fingerprint,
+            failures=None if scope is None else [FailureScope.of("tests", d) for d in scope],
         ),
     )
 
@@ -223,11 +226,42 @@ def test_own_loop_success_notes_and_obsolete_reflections_are_never_injected(
 
 
 def test_the_same_fingerprint_counts_as_the_same_failure(store: MemoryStore) -> None:
-    save(store, record("ralph-a", 1, errors=[IMPORT], lessons=["Same."], fingerprint="fp-1"))
+    save(store, record("ralph-a", 1, errors=[IMPORT, TYPE], lessons=["Same."], fingerprint="fp-1"))
     found = retrieve_lessons(
         store, exclude_loop="ralph-now", current_errors=[TYPE], fingerprint="fp-1"
     )
     assert texts(found) == ["Same."] and found[0].score == 1.0
+
+
+def test_the_same_fingerprint_without_a_shared_failure_offers_nothing(store: MemoryStore) -> None:
+    # two loops of one batch see the same failing set (the same fingerprint), each with its own
+    # target: a lesson for the other's failure is not for this loop
+    save(store, record("ralph-a", 1, errors=[IMPORT], lessons=["Same."], fingerprint="fp-1"))
+    found = retrieve_lessons(
+        store, exclude_loop="ralph-now", current_errors=[TYPE], fingerprint="fp-1"
+    )
+    assert found == []
+
+
+def test_a_lesson_is_only_for_the_failure_its_record_had_to_work_on(store: MemoryStore) -> None:
+    # loop a's record also lists a guard's old failure (IMPORT, "not your task" there): its
+    # lesson is for NEGATIVE alone, and it says so
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE, IMPORT], lessons=["Use abs()."], scope=[NEGATIVE]),
+    )
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT]) == []
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT, NEGATIVE])
+    assert texts(found) == ["Use abs()."]
+    assert found[0].failure == "tests: tests/test_calc.py::test_negative"
+    assert found[0].view()["failure"] == found[0].failure
+
+
+def test_a_record_without_scope_is_for_its_diagnostics(store: MemoryStore) -> None:
+    save(store, record("ralph-a", 1, errors=[TYPE], lessons=["Parse strings."]))
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT]) == []
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[TYPE])
+    assert texts(found) == ["Parse strings."] and found[0].failure == "type_error: arg-type"
 
 
 def test_near_identical_lessons_count_once_and_the_newest_wording_wins(
@@ -468,7 +502,8 @@ def test_loop_b_failing_like_loop_a_gets_its_lesson_and_it_helped(
     for iteration in (1, 2):
         text = prompt(project, b["loop_id"], iteration)
         assert "# Lessons from earlier loops in this project" in text
-        assert f"- {LESSON} (from {a_id}#1)" in text
+        assert f"- {LESSON} (for the failure tests: " in text
+        assert f"::test_negative; from {a_id}#1)" in text
         used = MemoryStore(project).read_record(b["loop_id"], iteration).ralph
         assert used is not None and used.lessons_used == [f"{a_id}#1.0"]
     shown = ralph("reflections", "show", a_id, "1", cwd=project)

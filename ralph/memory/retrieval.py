@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ralph.memory.feedback import boost_confirmed, feedback_lessons
@@ -19,6 +20,7 @@ from ralph.memory.lessons import (
 )
 from ralph.memory.search import SearchIndex
 from ralph.memory.transfer import imported_from
+from ralph.records import FailureScope
 from ralph.templates import TRUNCATION_MARKER, estimate_tokens
 
 if TYPE_CHECKING:
@@ -46,12 +48,17 @@ def retrieve_lessons(
         candidates = index.similar_failures(
             current, fingerprint, exclude_loop=exclude_loop, before=before
         )
+    # a lesson is for the failures its record had to work on: offered only when one of them is
+    # among the current ones (the loop's targets and regressions), never for another's failure
+    current_keys = {FailureScope.of("", d).key for d in current_errors}
     lessons: list[Lesson] = []
     for candidate in candidates:
-        same = bool(fingerprint) and candidate.fingerprint == fingerprint
-        score = 1.0 if same else current.similarity(candidate.failure)
-        if score < threshold:
+        matched = [label for key, label in candidate.scope.items() if key in current_keys]
+        if not matched:
             continue
+        same = bool(fingerprint) and candidate.fingerprint == fingerprint
+        similarity = 1.0 if same else current.similarity(candidate.failure)
+        score = 0.5 + 0.5 * similarity  # a matched failure first, then the likeness of the rest
         for k, text in enumerate(candidate.lessons):
             lessons.append(
                 Lesson(
@@ -60,6 +67,7 @@ def retrieve_lessons(
                     source=f"{candidate.loop_id}#{candidate.iteration}",
                     score=round(score, 4),
                     ts=candidate.ts,
+                    failure=", ".join(matched[:3]),
                 )
             )
     # people's verdicts first
@@ -76,7 +84,7 @@ def said_where_from(store: MemoryStore, lessons: list[Lesson]) -> list[Lesson]:
     another machine's notes are not this project's experience, and the prompt says so."""
     imported = imported_from(store) if lessons else {}
     return [
-        Lesson(m.id, m.text, f"{m.source}, imported from {imported[m.source]}", m.score, m.ts)
+        replace(m, source=f"{m.source}, imported from {imported[m.source]}")
         if m.source in imported
         else m
         for m in lessons
@@ -111,7 +119,7 @@ def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
     for _, members in groups:
         newest = max(members, key=lambda m: (m.ts, m.source))
         best = max(m.score for m in members)
-        kept.append(Lesson(newest.id, newest.text, newest.source, best, newest.ts))
+        kept.append(replace(newest, score=best))
     return sorted(kept, key=lambda m: (-m.score, -m.ts, m.id))
 
 
@@ -129,6 +137,6 @@ def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> l
         cost = estimate_tokens(text)
         if used + cost > token_budget:
             continue
-        kept.append(Lesson(lesson.id, text, lesson.source, lesson.score, lesson.ts))
+        kept.append(replace(lesson, text=text))
         used += cost
     return kept
