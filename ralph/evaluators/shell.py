@@ -17,10 +17,10 @@ from ralph.records import Diagnostic, Metrics
 
 # what each tool's own output looks like, whatever started it
 PYTEST_OUTPUT = re.compile(
-    r"^=+ (test session starts|short test summary info|FAILURES|ERRORS) =+$"
-    r"|^=+ .*\b\d+ (passed|failed|errors?)\b.* in [\d.]+s.* =+$",
-    re.MULTILINE,
+    r"^=+ (test session starts|short test summary info|FAILURES|ERRORS) =+$", re.MULTILINE
 )
+# pytest's last line, with or without its `=` rule (`-q`): `1 failed, 2 passed in 0.12s`
+PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed|errors?)\b.*) in [\d.]+s\b", re.M)
 MYPY_OUTPUT = re.compile(r"^Found \d+ errors? in \d+ files? \(checked \d+ source files?\)", re.M)
 RUFF_OUTPUT = re.compile(r"^Found \d+ errors?\.$", re.MULTILINE)
 
@@ -47,10 +47,14 @@ def read_as_tool(
     """The failures of a wrapped pytest, mypy or ruff, read from its output; None when the
     output is none of theirs or names no failure (then the tail says what happened)."""
     out = res.stdout + "\n" + res.stderr
-    if PYTEST_OUTPUT.search(out):
+    if PYTEST_OUTPUT.search(out) or PYTEST_SUMMARY.search(out):
         report = pytest.parse_text(both_streams(res, out), cwd)
         errors = report.collection + report.failures
         if errors:
+            if not report.passed:  # `-q` prints its counts without the `=` rule
+                for last in PYTEST_SUMMARY.findall(out)[-1:]:
+                    counts = dict((w, int(n)) for n, w in pytest.SUMMARY_COUNT.findall(last))
+                    report.passed = counts.get("passed", 0)
             units = report.passed + report.failed + len(report.collection)
             metrics = Metrics(
                 tests_passed=report.passed,
