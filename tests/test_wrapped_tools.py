@@ -80,6 +80,7 @@ def test_mypy_behind_a_script_is_read_as_mypy(tmp_path: Path) -> None:
 
 def test_output_of_no_known_tool_fails_with_its_tail(tmp_path: Path) -> None:
     root = project(tmp_path, {"x.txt": ""})
-    outcome = make_check(CheckSpec("build", "echo broken; exit 2", "shell"), timeout=60, cap=10**5).run(root)
+    spec = CheckSpec("build", "echo broken; exit 2", "shell")
+    outcome = make_check(spec, timeout=60, cap=10**5).run(root)
     (error,) = outcome.errors
     assert (error.type, error.message) == ("other", "broken")
