@@ -13,6 +13,7 @@ import pytest
 from ralph import schemas
 from ralph.config import lessons_cutoff
 from ralph.errors import ConfigError
+from ralph.memory import merit
 from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts
 from ralph.memory.retrieval import deduplicate, fit_lessons, retrieve_lessons
 from ralph.memory.search import SearchIndex
@@ -530,3 +531,67 @@ def test_loop_b_gets_no_lesson(ralph: RunCli, project: Path, loop_a: str, case: 
     assert LESSON not in prompt(project, b["loop_id"], 2)
     used = MemoryStore(project).read_record(b["loop_id"], 2).ralph
     assert used is not None and used.lessons_used == []
+
+
+# --- lessons earn their place (memory/merit.py) ------------------------------------------------
+
+
+def offered_to(loop_id: str, n: int, *, passed: bool = False) -> list[IterationRecord]:
+    """`n` attempts of `loop_id` given ralph-a#1's lesson, still failing NEGATIVE unless passed."""
+    return [
+        record(
+            loop_id,
+            i,
+            errors=[NEGATIVE],
+            scope=[] if passed else [NEGATIVE],
+            used=["ralph-a#1.0"],
+            improved=False,
+            passed=passed,
+            timestamp=f"2026-02-0{i}T00:00:00Z",
+        )
+        for i in range(1, n + 1)
+    ]
+
+
+def test_a_lesson_offered_three_times_without_helping_is_retired(store: MemoryStore) -> None:
+    save(store, record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]))
+    save(store, *offered_to("ralph-b", 2))
+    (found,) = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
+    assert (found.text, found.offered, found.helped) == ("Use abs().", 2, 0)
+    save(store, *offered_to("ralph-b", 3))
+    assert texts(retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])) == []
+    # configurable: with five offers allowed it is still offered
+    again = retrieve_lessons(
+        store, exclude_loop="ralph-now", current_errors=[NEGATIVE], retire_after=5
+    )
+    assert texts(again) == ["Use abs()."]
+    # a person brings it back: offers before that no longer count
+    merit.restore(store, "ralph-a", 1)
+    assert texts(retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])) == [
+        "Use abs()."
+    ]
+
+
+def test_a_lesson_that_helped_is_not_retired_and_ranks_first(store: MemoryStore) -> None:
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Read the sign."], scope=[NEGATIVE]),
+    )
+    save(store, *offered_to("ralph-b", 4)[:3], *offered_to("ralph-d", 1, passed=True))
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
+    assert texts(found) == ["Use abs().", "Read the sign."]
+    assert (found[0].offered, found[0].helped) == (4, 1)
+
+
+def test_duplicate_lessons_merge_their_counts(store: MemoryStore) -> None:
+    scope = [NEGATIVE]
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs() on the input."], scope=scope),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Use abs() on the input!"], scope=scope),
+    )
+    save(store, *offered_to("ralph-b", 2))
+    save(store, record("ralph-e", 1, errors=[NEGATIVE], scope=scope, used=["ralph-c#1.0"]))
+    # 2 + 1 offers of the same advice for the same failure: retired together at three
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE]) == []

@@ -104,6 +104,10 @@ def mark_obsolete(
 
     last_iteration(store, loop_id, iteration)  # a missing one: an error naming those there are
     changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
+    if not obsolete:  # a lesson retired for not helping comes back too (memory/merit.py)
+        from ralph.memory.merit import restore
+
+        restore(store, loop_id, iteration)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "
     console.print(f"{loop_id}#{iteration} {prefix}{what}", markup=False)

@@ -53,6 +53,8 @@ class Lesson:
     score: float = 0.0
     ts: float = 0.0  # when the record was written (POSIX time): the newest wording wins
     failure: str = ""  # which of the current failures it is for (`tests: tests/t.py::test_x`)
+    offered: int = 0  # times it was given to an attempt (memory/merit.py), duplicates included
+    helped: int = 0  # of those, the attempts that fixed the failure it is for
 
     def view(self) -> dict[str, str]:
         """The `{text, source, failure}` form `prompts.actor_prompt_context` takes."""

@@ -18,6 +18,7 @@ from ralph.memory.lessons import (
     Failure,
     Lesson,
 )
+from ralph.memory.merit import RETIRE_AFTER, Merit, merits
 from ralph.memory.search import SearchIndex
 from ralph.memory.transfer import imported_from
 from ralph.records import FailureScope
@@ -38,9 +39,11 @@ def retrieve_lessons(
     threshold: float = SIMILARITY_THRESHOLD,
     token_budget: int = LESSON_TOKENS,
     before: float | None = None,
+    retire_after: int = RETIRE_AFTER,
 ) -> list[Lesson]:
     """The lessons of other loops' failures most like the current one (at most `limit`);
-    with `before` (epoch seconds), only from records written before then."""
+    with `before` (epoch seconds), only from records written before then. A lesson offered
+    `retire_after` times without helping is retired (`merit`); one that helped ranks higher."""
     if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
         return []
     current = Failure.of_diagnostics(current_errors)
@@ -48,6 +51,7 @@ def retrieve_lessons(
         candidates = index.similar_failures(
             current, fingerprint, exclude_loop=exclude_loop, before=before
         )
+        earned = merits(index, store) if candidates else {}
     # a lesson is for the failures its record had to work on: offered only when one of them is
     # among the current ones (the loop's targets and regressions), never for another's failure
     current_keys = {FailureScope.of("", d).key for d in current_errors}
@@ -68,6 +72,7 @@ def retrieve_lessons(
                     score=round(score, 4),
                     ts=candidate.ts,
                     failure=", ".join(matched[:3]),
+                    **_counts(earned, f"{candidate.loop_id}#{candidate.iteration}.{k}"),
                 )
             )
     # people's verdicts first
@@ -75,8 +80,15 @@ def retrieve_lessons(
         store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
         threshold=threshold,
     )  # fmt: skip
-    kept = fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
+    merged = deduplicate(lessons)
+    alive = [m for m in merged if not Merit(m.offered, m.helped).retired(retire_after)]
+    kept = fit_lessons(alive, limit=limit, token_budget=token_budget)
     return said_where_from(store, kept)
+
+
+def _counts(earned: dict[str, Merit], lesson_id: str) -> dict[str, int]:
+    merit = earned.get(lesson_id, Merit())
+    return {"offered": merit.offered, "helped": merit.helped}
 
 
 def said_where_from(store: MemoryStore, lessons: list[Lesson]) -> list[Lesson]:
@@ -103,7 +115,8 @@ def _words(text: str) -> frozenset[str]:
 
 
 def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
-    """Near-identical lessons count once: the group keeps its best score and its newest text."""
+    """Near-identical lessons count once: the group keeps its best score and its newest text,
+    and its members' counts add up; one that helped ranks first among equal matches."""
     groups: list[tuple[frozenset[str], list[Lesson]]] = []
     for lesson in lessons:
         words = _words(lesson.text)
@@ -119,8 +132,10 @@ def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
     for _, members in groups:
         newest = max(members, key=lambda m: (m.ts, m.source))
         best = max(m.score for m in members)
-        kept.append(replace(newest, score=best))
-    return sorted(kept, key=lambda m: (-m.score, -m.ts, m.id))
+        offered = sum(m.offered for m in members)
+        helped = sum(m.helped for m in members)
+        kept.append(replace(newest, score=best, offered=offered, helped=helped))
+    return sorted(kept, key=lambda m: (-m.score, -m.helped, -m.ts, m.id))
 
 
 def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> list[Lesson]:

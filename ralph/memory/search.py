@@ -404,13 +404,6 @@ class SearchIndex:
             matched += n
         return chosen
 
-    def scope(self, loop_id: str, iteration: int) -> dict[str, str]:
-        """What a record's lessons are for (`lessons.record_scope`): key -> label."""
-        row = self.db.execute(
-            "SELECT scope FROM docs WHERE loop_id = ? AND iteration = ?", (loop_id, iteration)
-        ).fetchone()
-        return json.loads(row[0]) if row and row[0] else {}
-
     def usage(self, loop_id: str, iteration: int) -> LessonUsage:
         """How often the reflection's lessons were injected, and how often that attempt improved."""
         self.sync()

@@ -59,6 +59,7 @@ def search_reflections(
 ) -> dict[str, Any]:
     """Reflections of every loop ranked as `ralph reflections search` ranks them (BM25), each
     with its task, root cause, category, lessons and reward."""
+    from ralph.memory.merit import scope_of
     from ralph.memory.search import SearchIndex
 
     limit = _limit(limit)
@@ -72,7 +73,7 @@ def search_reflections(
     wanted = {FailureScope.of("", d).key for d in failure_diagnostics(query[:MAX_FAILURE_CHARS])}
     with SearchIndex(store) as index:
         hits = index.search(query, category=category, limit=MAX_LIMIT)
-        scopes = {(h.loop_id, h.iteration): index.scope(h.loop_id, h.iteration) for h in hits}
+        scopes = {(h.loop_id, h.iteration): scope_of(index, h.loop_id, h.iteration) for h in hits}
     matched = {
         at: [label for key, label in scope.items() if key in wanted] for at, scope in scopes.items()
     }
