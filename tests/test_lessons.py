@@ -595,3 +595,34 @@ def test_duplicate_lessons_merge_their_counts(store: MemoryStore) -> None:
     save(store, record("ralph-e", 1, errors=[NEGATIVE], scope=scope, used=["ralph-c#1.0"]))
     # 2 + 1 offers of the same advice for the same failure: retired together at three
     assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE]) == []
+
+
+def test_reflections_lessons_lists_what_the_memory_teaches(
+    ralph: RunCli, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]),
+        record("ralph-c", 1, errors=[TYPE], lessons=["Parse strings first."], scope=[TYPE]),
+        *offered_to("ralph-b", 3),
+    )
+    monkeypatch.delenv("RALPH_LESSON_RETIRE_AFTER", raising=False)
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert [(r["lesson"], r["failure"]) for r in shown] == [
+        ("Parse strings first.", "tests: arg-type")
+    ]
+    every = json.loads(ralph("reflections", "lessons", "--all", "--json", cwd=store.root).out)
+    retired = next(r for r in every if r["lesson"] == "Use abs().")
+    assert (retired["offered"], retired["helped"], retired["retired"]) == (3, 0, True)
+    assert retired["failure"] == "tests: tests/test_calc.py::test_negative"
+    assert retired["source"] == "ralph-a#1"
+    # the variable: four offers allowed, so it is still taught
+    monkeypatch.setenv("RALPH_LESSON_RETIRE_AFTER", "4")
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert {r["lesson"] for r in shown} == {"Use abs().", "Parse strings first."}
+    # a person brings it back
+    monkeypatch.delenv("RALPH_LESSON_RETIRE_AFTER")
+    assert ralph("reflections", "obsolete", "ralph-a", "1", "--undo", cwd=store.root).code == 0
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert {r["lesson"] for r in shown} == {"Use abs().", "Parse strings first."}
+    assert "helped/offered" in ralph("reflections", "lessons", cwd=store.root).out
