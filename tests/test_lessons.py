@@ -626,3 +626,29 @@ def test_reflections_lessons_lists_what_the_memory_teaches(
     shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
     assert {r["lesson"] for r in shown} == {"Use abs().", "Parse strings first."}
     assert "helped/offered" in ralph("reflections", "lessons", cwd=store.root).out
+
+
+def test_analyze_reports_lessons_added_merged_retired_and_helped(
+    ralph: RunCli, store: MemoryStore
+) -> None:
+    scope = [NEGATIVE]
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs() on the input."], scope=scope),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Use abs() on the input!"], scope=scope),
+        record("ralph-e", 1, errors=[TYPE], lessons=["Parse strings first."], scope=[TYPE]),
+        *offered_to("ralph-b", 3),
+        *offered_to("ralph-d", 1, passed=True),
+    )
+    result = ralph("analyze", "--json", cwd=store.root)
+    lessons = json.loads(result.out)["summary"]["lessons"]
+    assert lessons == {
+        "added": 3,
+        "merged": 1,
+        "retired": 0,
+        "offered": 4,
+        "helped": 1,
+        "helped_share": 0.25,
+    }
+    text = ralph("analyze", cwd=store.root).out
+    assert "lessons 3 added, 1 merged, 0 retired, helped 25% of 4 offers" in " ".join(text.split())

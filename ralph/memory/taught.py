@@ -5,8 +5,9 @@ often it was offered and helped (`merit`), retired or not, and where it came fro
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ralph.glyphs import first_line
 from ralph.memory.lessons import ENVIRONMENT_CATEGORY, Lesson
@@ -54,10 +55,40 @@ class LessonList(list[LessonRow]):
         yield Rows("lessons", columns, [row.cells() for row in self])
 
 
+def lesson_figures(
+    store: MemoryStore, loop_ids: Collection[str] | None, *, retire_after: int
+) -> dict[str, Any]:
+    """`ralph analyze`'s figures of the lessons the loops' records teach: added (each record's
+    lessons), merged (duplicates of another), retired, and the share of offers that helped."""
+    added, rows = _lessons(store, retire_after, loop_ids)
+    offered = sum(r.offered for r in rows)
+    helped = sum(r.helped for r in rows)
+    return {
+        "added": added,
+        "merged": added - len(rows),
+        "retired": sum(1 for r in rows if r.retired),
+        "offered": offered,
+        "helped": helped,
+        "helped_share": helped / offered if offered else None,
+    }
+
+
 def lessons_taught(
     store: MemoryStore, *, retire_after: int, include_all: bool = False
 ) -> LessonList:
     """The memory's lessons, those that may still be offered unless `include_all`."""
+    _, rows = _lessons(store, retire_after, None)
+    found = LessonList(r for r in rows if include_all or not (r.retired or r.obsolete))
+    found.sort(key=lambda r: (r.retired or r.obsolete, -r.helped, r.failure, r.source))
+    return found
+
+
+def _lessons(
+    store: MemoryStore, retire_after: int, loop_ids: Collection[str] | None
+) -> tuple[int, list[LessonRow]]:
+    """(lessons before merging, the merged rows) of the loops (None: every loop)."""
+    wanted = None if loop_ids is None else set(loop_ids)
+    added = 0
     with SearchIndex(store) as index:
         rows = lesson_records(index)
         earned = merits(index, store)
@@ -66,7 +97,7 @@ def lessons_taught(
     labels: dict[frozenset[str], str] = {}
     obsolete: set[str] = set()
     for loop_id, iteration, ts, texts, scope_json, is_obsolete, category in rows:
-        if category == ENVIRONMENT_CATEGORY:
+        if category == ENVIRONMENT_CATEGORY or (wanted is not None and loop_id not in wanted):
             continue
         scope = json.loads(scope_json) if scope_json else {}
         key = frozenset(scope)
@@ -75,11 +106,12 @@ def lessons_taught(
         if is_obsolete:
             obsolete.add(source)
         for k, text in enumerate(json.loads(texts)):
+            added += 1
             merit = earned.get(f"{source}.{k}", Merit())
             lesson = Lesson(f"{source}.{k}", text, source, 0.0, ts or 0.0)
             lesson.offered, lesson.helped = merit.offered, merit.helped
             groups.setdefault(key, []).append(lesson)
-    found = LessonList()
+    found: list[LessonRow] = []
     for key, members in groups.items():
         for kept in deduplicate(members):
             source = kept.source
@@ -93,7 +125,5 @@ def lessons_taught(
                 source in obsolete,
                 where,
             )
-            if include_all or not (row.retired or row.obsolete):
-                found.append(row)
-    found.sort(key=lambda r: (r.retired or r.obsolete, -r.helped, r.failure, r.source))
-    return found
+            found.append(row)
+    return added, found
