@@ -9,7 +9,6 @@ and are left out of the JSON, so a record read and written again is byte-for-byt
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 import re
@@ -364,6 +363,8 @@ def scope_key(failure_id: str, file: str | None) -> str:
 def message_id(message: str) -> str:
     """A fingerprint of a message without a rule or test id: its first line, numbers and
     addresses masked, so the same failure on another run has the same id."""
+    import hashlib  # here, not at import: `ralph check` starts its checks before this is needed
+
     first = (message.strip().splitlines() or [""])[0].lower()[:300]
     masked = re.sub(r"0x[0-9a-f]+|\d+", "0", first)
     return "m:" + hashlib.sha256(masked.encode()).hexdigest()[:12]

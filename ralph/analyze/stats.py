@@ -94,7 +94,6 @@ from ralph.ids import validate_loop_id
 from ralph.memory.feedback import acceptance
 from ralph.memory.merit import RETIRE_AFTER
 from ralph.memory.store import STATUSES, MemoryStore
-from ralph.memory.taught import lesson_figures
 from ralph.records import known_sum, sum_costs
 
 MAX_K = 100  # success@k up to this k: a loop that ran longer is still counted by its green
@@ -250,6 +249,8 @@ def analyze(
     filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
     summary = _summarise(loops)
     summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
+    from ralph.memory.taught import lesson_figures  # the search index: only once summed up
+
     summary.lessons = lesson_figures(
         store, [loop.loop_id for loop in loops], retire_after=retire_after
     )
