@@ -367,7 +367,7 @@ def message_id(message: str) -> str:
 
     first = (message.strip().splitlines() or [""])[0].lower()[:300]
     masked = re.sub(r"0x[0-9a-f]+|\d+", "0", first)
-    return "m:" + hashlib.sha256(masked.encode()).hexdigest()[:12]
+    return "m:" + hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()[:12]
 
 
 @dataclass
