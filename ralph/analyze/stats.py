@@ -75,6 +75,7 @@ text (case-insensitive). Loops are listed oldest first.
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -251,9 +252,12 @@ def analyze(
     summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
     from ralph.memory.taught import lesson_figures  # the search index: only once summed up
 
-    summary.lessons = lesson_figures(
-        store, [loop.loop_id for loop in loops], retire_after=retire_after
-    )
+    try:  # the figures of the lessons are a bonus: an index it cannot build costs only them
+        summary.lessons = lesson_figures(
+            store, [loop.loop_id for loop in loops], retire_after=retire_after
+        )
+    except (RalphError, OSError, UnicodeError, sqlite3.Error):
+        summary.lessons = {}
     return Analysis(summary, loops, invalid, {k: v for k, v in filters.items() if v})
 
 
