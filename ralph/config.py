@@ -94,6 +94,8 @@ class Settings:
     # ISO time: lessons only from records written before it (`ralph bench` keeps its runs from
     # learning from each other this way)
     lessons_before: str | None = None
+    # a lesson offered this many times without ever helping is retired (memory/merit.py)
+    lesson_retire_after: int = 3
     budget_usd: float | None = None
     max_tokens: int | None = None
     timeout: float | None = None

@@ -331,6 +331,46 @@ class CheckTally:  # a check's verdict in numbers, for `reflections show`: a gua
 
 
 @dataclass
+class FailureScope:
+    """One failure an attempt had to work on (a target's remaining failure or a regression), the
+    failure its lessons are for: the check, the test id or rule (else a fingerprint of the
+    message, `m:` and 12 hex digits), and the file."""
+
+    check: str
+    id: str
+    file: str | None = None
+
+    @classmethod
+    def of(cls, check: str, d: Diagnostic) -> FailureScope:
+        return cls(check, d.rule or message_id(d.message), d.file)
+
+    @property
+    def key(self) -> str:
+        """What two loops' failures are compared by: the id and the file (a check's name is
+        the user's choice, and the same test failing under two names is the same failure)."""
+        return scope_key(self.id, self.file)
+
+    def label(self) -> str:
+        """How a prompt or a listing names it: `tests: tests/t.py::test_x`."""
+        where = self.id if not self.id.startswith("m:") else (self.file or self.id)
+        return f"{self.check}: {where}"
+
+
+def scope_key(failure_id: str, file: str | None) -> str:
+    return f"{failure_id}|{file or ''}"
+
+
+def message_id(message: str) -> str:
+    """A fingerprint of a message without a rule or test id: its first line, numbers and
+    addresses masked, so the same failure on another run has the same id."""
+    import hashlib  # here, not at import: `ralph check` starts its checks before this is needed
+
+    first = (message.strip().splitlines() or [""])[0].lower()[:300]
+    masked = re.sub(r"0x[0-9a-f]+|\d+", "0", first)
+    return "m:" + hashlib.sha256(masked.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+@dataclass
 class RalphExtension:
     schema_version: str = SCHEMA_VERSION
     reflection_source: ReflectionSource = "heuristic"
@@ -356,6 +396,9 @@ class RalphExtension:
     protected_test_edits: list[str] | None = None
     # the agent's `RALPH-ESCALATE: <reason>` (loop/escalation.py): it asked for a person
     escalation: str | None = None
+    # the failures this attempt had to work on (never a guard's failures from before the loop):
+    # what its lessons are for (memory/lessons.scope_of)
+    failures: list[FailureScope] | None = None
 
 
 @dataclass

@@ -13,6 +13,7 @@ import pytest
 from ralph import schemas
 from ralph.config import lessons_cutoff
 from ralph.errors import ConfigError
+from ralph.memory import merit
 from ralph.memory.lessons import SIMILARITY_THRESHOLD, Failure, Lesson, lesson_texts
 from ralph.memory.retrieval import deduplicate, fit_lessons, retrieve_lessons
 from ralph.memory.search import SearchIndex
@@ -21,6 +22,7 @@ from ralph.records import (
     ActorOutput,
     Diagnostic,
     EvaluatorOutput,
+    FailureScope,
     IterationRecord,
     MemoryMetadata,
     PerformanceDelta,
@@ -63,6 +65,7 @@ def record(
     improved: bool | None = None,
     timestamp: str = "2026-01-01T00:00:00Z",
     fingerprint: str | None = None,
+    scope: list[Diagnostic] | None = None,
 ) -> IterationRecord:
     return IterationRecord(
         loop_id=loop_id,
@@ -87,6 +90,7 @@ def record(
             reflection_source="success" if passed else "llm",
             lessons_used=used or [],
             error_fingerprint=fingerprint,
+            failures=None if scope is None else [FailureScope.of("tests", d) for d in scope],
         ),
     )
 
@@ -223,11 +227,42 @@ def test_own_loop_success_notes_and_obsolete_reflections_are_never_injected(
 
 
 def test_the_same_fingerprint_counts_as_the_same_failure(store: MemoryStore) -> None:
-    save(store, record("ralph-a", 1, errors=[IMPORT], lessons=["Same."], fingerprint="fp-1"))
+    save(store, record("ralph-a", 1, errors=[IMPORT, TYPE], lessons=["Same."], fingerprint="fp-1"))
     found = retrieve_lessons(
         store, exclude_loop="ralph-now", current_errors=[TYPE], fingerprint="fp-1"
     )
     assert texts(found) == ["Same."] and found[0].score == 1.0
+
+
+def test_the_same_fingerprint_without_a_shared_failure_offers_nothing(store: MemoryStore) -> None:
+    # two loops of one batch see the same failing set (the same fingerprint), each with its own
+    # target: a lesson for the other's failure is not for this loop
+    save(store, record("ralph-a", 1, errors=[IMPORT], lessons=["Same."], fingerprint="fp-1"))
+    found = retrieve_lessons(
+        store, exclude_loop="ralph-now", current_errors=[TYPE], fingerprint="fp-1"
+    )
+    assert found == []
+
+
+def test_a_lesson_is_only_for_the_failure_its_record_had_to_work_on(store: MemoryStore) -> None:
+    # loop a's record also lists a guard's old failure (IMPORT, "not your task" there): its
+    # lesson is for NEGATIVE alone, and it says so
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE, IMPORT], lessons=["Use abs()."], scope=[NEGATIVE]),
+    )
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT]) == []
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT, NEGATIVE])
+    assert texts(found) == ["Use abs()."]
+    assert found[0].failure == "tests: tests/test_calc.py::test_negative"
+    assert found[0].view()["failure"] == found[0].failure
+
+
+def test_a_record_without_scope_is_for_its_diagnostics(store: MemoryStore) -> None:
+    save(store, record("ralph-a", 1, errors=[TYPE], lessons=["Parse strings."]))
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[IMPORT]) == []
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[TYPE])
+    assert texts(found) == ["Parse strings."] and found[0].failure == "type_error: arg-type"
 
 
 def test_near_identical_lessons_count_once_and_the_newest_wording_wins(
@@ -468,7 +503,8 @@ def test_loop_b_failing_like_loop_a_gets_its_lesson_and_it_helped(
     for iteration in (1, 2):
         text = prompt(project, b["loop_id"], iteration)
         assert "# Lessons from earlier loops in this project" in text
-        assert f"- {LESSON} (from {a_id}#1)" in text
+        assert f"- {LESSON} (for the failure tests: " in text
+        assert f"::test_negative; from {a_id}#1)" in text
         used = MemoryStore(project).read_record(b["loop_id"], iteration).ralph
         assert used is not None and used.lessons_used == [f"{a_id}#1.0"]
     shown = ralph("reflections", "show", a_id, "1", cwd=project)
@@ -495,3 +531,124 @@ def test_loop_b_gets_no_lesson(ralph: RunCli, project: Path, loop_a: str, case: 
     assert LESSON not in prompt(project, b["loop_id"], 2)
     used = MemoryStore(project).read_record(b["loop_id"], 2).ralph
     assert used is not None and used.lessons_used == []
+
+
+# --- lessons earn their place (memory/merit.py) ------------------------------------------------
+
+
+def offered_to(loop_id: str, n: int, *, passed: bool = False) -> list[IterationRecord]:
+    """`n` attempts of `loop_id` given ralph-a#1's lesson, still failing NEGATIVE unless passed."""
+    return [
+        record(
+            loop_id,
+            i,
+            errors=[NEGATIVE],
+            scope=[] if passed else [NEGATIVE],
+            used=["ralph-a#1.0"],
+            improved=False,
+            passed=passed,
+            timestamp=f"2026-02-0{i}T00:00:00Z",
+        )
+        for i in range(1, n + 1)
+    ]
+
+
+def test_a_lesson_offered_three_times_without_helping_is_retired(store: MemoryStore) -> None:
+    save(store, record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]))
+    save(store, *offered_to("ralph-b", 2))
+    (found,) = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
+    assert (found.text, found.offered, found.helped) == ("Use abs().", 2, 0)
+    save(store, *offered_to("ralph-b", 3))
+    assert texts(retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])) == []
+    # configurable: with five offers allowed it is still offered
+    again = retrieve_lessons(
+        store, exclude_loop="ralph-now", current_errors=[NEGATIVE], retire_after=5
+    )
+    assert texts(again) == ["Use abs()."]
+    # a person brings it back: offers before that no longer count
+    merit.restore(store, "ralph-a", 1)
+    assert texts(retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])) == [
+        "Use abs()."
+    ]
+
+
+def test_a_lesson_that_helped_is_not_retired_and_ranks_first(store: MemoryStore) -> None:
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Read the sign."], scope=[NEGATIVE]),
+    )
+    save(store, *offered_to("ralph-b", 4)[:3], *offered_to("ralph-d", 1, passed=True))
+    found = retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE])
+    assert texts(found) == ["Use abs().", "Read the sign."]
+    assert (found[0].offered, found[0].helped) == (4, 1)
+
+
+def test_duplicate_lessons_merge_their_counts(store: MemoryStore) -> None:
+    scope = [NEGATIVE]
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs() on the input."], scope=scope),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Use abs() on the input!"], scope=scope),
+    )
+    save(store, *offered_to("ralph-b", 2))
+    save(store, record("ralph-e", 1, errors=[NEGATIVE], scope=scope, used=["ralph-c#1.0"]))
+    # 2 + 1 offers of the same advice for the same failure: retired together at three
+    assert retrieve_lessons(store, exclude_loop="ralph-now", current_errors=[NEGATIVE]) == []
+
+
+def test_reflections_lessons_lists_what_the_memory_teaches(
+    ralph: RunCli, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs()."], scope=[NEGATIVE]),
+        record("ralph-c", 1, errors=[TYPE], lessons=["Parse strings first."], scope=[TYPE]),
+        *offered_to("ralph-b", 3),
+    )
+    monkeypatch.delenv("RALPH_LESSON_RETIRE_AFTER", raising=False)
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert [(r["lesson"], r["failure"]) for r in shown] == [
+        ("Parse strings first.", "tests: arg-type")
+    ]
+    every = json.loads(ralph("reflections", "lessons", "--all", "--json", cwd=store.root).out)
+    retired = next(r for r in every if r["lesson"] == "Use abs().")
+    assert (retired["offered"], retired["helped"], retired["retired"]) == (3, 0, True)
+    assert retired["failure"] == "tests: tests/test_calc.py::test_negative"
+    assert retired["source"] == "ralph-a#1"
+    # the variable: four offers allowed, so it is still taught
+    monkeypatch.setenv("RALPH_LESSON_RETIRE_AFTER", "4")
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert {r["lesson"] for r in shown} == {"Use abs().", "Parse strings first."}
+    # a person brings it back
+    monkeypatch.delenv("RALPH_LESSON_RETIRE_AFTER")
+    assert ralph("reflections", "obsolete", "ralph-a", "1", "--undo", cwd=store.root).code == 0
+    shown = json.loads(ralph("reflections", "lessons", "--json", cwd=store.root).out)
+    assert {r["lesson"] for r in shown} == {"Use abs().", "Parse strings first."}
+    assert "helped/offered" in ralph("reflections", "lessons", cwd=store.root).out
+
+
+def test_analyze_reports_lessons_added_merged_retired_and_helped(
+    ralph: RunCli, store: MemoryStore
+) -> None:
+    scope = [NEGATIVE]
+    save(
+        store,
+        record("ralph-a", 1, errors=[NEGATIVE], lessons=["Use abs() on the input."], scope=scope),
+        record("ralph-c", 1, errors=[NEGATIVE], lessons=["Use abs() on the input!"], scope=scope),
+        record("ralph-e", 1, errors=[TYPE], lessons=["Parse strings first."], scope=[TYPE]),
+        *offered_to("ralph-b", 3),
+        *offered_to("ralph-d", 1, passed=True),
+    )
+    result = ralph("analyze", "--json", cwd=store.root)
+    lessons = json.loads(result.out)["summary"]["lessons"]
+    assert lessons == {
+        "added": 3,
+        "merged": 1,
+        "retired": 0,
+        "offered": 4,
+        "helped": 1,
+        "helped_share": 0.25,
+    }
+    text = ralph("analyze", cwd=store.root).out
+    assert "lessons 3 added, 1 merged, 0 retired, helped 25% of 4 offers" in " ".join(text.split())

@@ -75,6 +75,7 @@ text (case-insensitive). Loops are listed oldest first.
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -92,6 +93,7 @@ from ralph.analyze.trace_stats import action_stats
 from ralph.errors import RalphError, StoreError
 from ralph.ids import validate_loop_id
 from ralph.memory.feedback import acceptance
+from ralph.memory.merit import RETIRE_AFTER
 from ralph.memory.store import STATUSES, MemoryStore
 from ralph.records import known_sum, sum_costs
 
@@ -165,6 +167,8 @@ class Summary:
     recurring_root_causes: list[RecurringCause]
     # people's verdicts (feedback.py): reviewed, accepted, rejected, not_taken, acceptance_rate
     acceptance: dict[str, Any] = field(default_factory=dict)
+    # what the memory teaches (memory/taught.lesson_figures): added, merged, retired, helped_share
+    lessons: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -184,6 +188,7 @@ def analyze(
     task: str | None = None,
     use_index: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    retire_after: int = RETIRE_AFTER,
 ) -> Analysis:
     """Analyse the named loops (default: every loop), keeping those that pass the filters.
 
@@ -245,6 +250,14 @@ def analyze(
     filters = {"since": since.isoformat() if since else "", "status": status or "", "task": task}
     summary = _summarise(loops)
     summary.acceptance = acceptance(store, [loop.loop_id for loop in loops])
+    from ralph.memory.taught import lesson_figures  # the search index: only once summed up
+
+    try:  # the figures of the lessons are a bonus: an index it cannot build costs only them
+        summary.lessons = lesson_figures(
+            store, [loop.loop_id for loop in loops], retire_after=retire_after
+        )
+    except (RalphError, OSError, UnicodeError, sqlite3.Error):
+        summary.lessons = {}
     return Analysis(summary, loops, invalid, {k: v for k, v in filters.items() if v})
 
 
@@ -389,6 +402,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
             "green_loops": s.green_loops,
             "success_rate": s.success_rate,
             "acceptance": s.acceptance,
+            "lessons": s.lessons,
             "success_at_k": {str(k): v for k, v in s.success_at_k.items()},
             "mean_iterations_to_green": s.mean_iterations_to_green,
             "median_iterations_to_green": s.median_iterations_to_green,

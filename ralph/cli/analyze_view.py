@@ -59,6 +59,8 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
         parts.append(f"{plural(s.nothing_to_do, 'loop')} green at the start (nothing to do)")
     if s.acceptance.get("reviewed"):
         parts.append(_acceptance(s.acceptance))
+    if s.lessons.get("added"):
+        parts.append(_lessons(s.lessons))
     parts += [
         f"iterations to green: mean {num(s.mean_iterations_to_green, 1)}, "
         f"median {num(s.median_iterations_to_green, 1)}",
@@ -73,6 +75,16 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
         else:
             lines.append(part)
     return lines
+
+
+def _lessons(lessons: dict[str, Any]) -> str:
+    """`lessons 4 added, 1 merged, 1 retired, helped 50% of 6 offers`: what the memory taught."""
+    share = lessons.get("helped_share")
+    return (
+        f"lessons {lessons['added']} added, {lessons['merged']} merged, "
+        f"{lessons['retired']} retired, helped {pct(share)} of "
+        f"{plural(lessons.get('offered', 0), 'offer')}"
+    )
 
 
 def render(a: Analysis, console: Console) -> None:

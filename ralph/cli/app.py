@@ -84,6 +84,7 @@ SUB_HELP = {
     "validate": "Check records and states against the schemas.",
     "search": "Reflections of every loop ranked for QUERY.",
     "obsolete": "Keep a reflection's lessons out of prompts.",
+    "lessons": "What the memory teaches, and whether it helped.",
     "import": "Merge records from another machine.",
     "export": "Copy loops' records into a .zip or a folder.",
     "claude-stop": "Claude Code's Stop hook: stop only when green.",

@@ -55,6 +55,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "ralph reflections obsolete ddbe9a81 2",
         "ralph reflections obsolete ddbe9a81 2 --undo",
     ),
+    "reflections lessons": (
+        "ralph reflections lessons",
+        "ralph reflections lessons --all --json",
+    ),
     "reflections import": (
         "ralph reflections import memory.zip --dry-run",
         "ralph reflections import memory.zip",

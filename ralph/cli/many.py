@@ -204,6 +204,7 @@ def analyze(
     ] = None,
 ) -> None:
     """Learning curves and what the memory taught: success@k, learning rate, breakthroughs."""
+    from ralph import config
     from ralph.analyze import report as analysis_report
     from ralph.analyze import stats as analysis
     from ralph.cli import analyze_view
@@ -225,6 +226,7 @@ def analyze(
             status=status,
             task=task,
             progress=progress,
+            retire_after=config.load(store.root).lesson_retire_after,
         )
     if html is not None:
         analysis_report.write_html(result, html)

@@ -156,6 +156,27 @@ def reflections_obsolete(
     views.mark_obsolete(store, loop_in(store, loop), iteration, console(), obsolete=not undo)
 
 
+@reflections_app.command("lessons")
+def reflections_lessons(
+    include_all: Annotated[
+        bool, typer.Option("--all", help="Also retired lessons and those of obsolete records.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """What the memory teaches: each lesson, the failure it is for, how often it was offered
+    and helped, retired or not, and where it came from."""
+    from ralph import config
+    from ralph.memory.taught import lessons_taught
+
+    store = memory()
+    store.require()
+    retire_after = config.load(store.root).lesson_retire_after
+    show(
+        lessons_taught(store, retire_after=retire_after, include_all=include_all),
+        as_json=as_json,
+    )
+
+
 @reflections_app.command("import")
 def reflections_import(
     paths: Annotated[

@@ -12,6 +12,7 @@ from ralph.cli.live import progress_bar
 from ralph.errors import ConfigError, StoreError
 from ralph.glyphs import spans
 from ralph.ids import validate_loop_id
+from ralph.memory.merit import restore
 from ralph.records import FAILURE_CATEGORIES
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ def mark_obsolete(
 
     last_iteration(store, loop_id, iteration)  # a missing one: an error naming those there are
     changed = store.mark_obsolete(loop_id, iteration, obsolete=obsolete)
+    if not obsolete:  # a lesson retired for not helping comes back too (memory/merit.py)
+        restore(store, loop_id, iteration)
     what = "obsolete: its lessons are no longer injected" if obsolete else "no longer obsolete"
     prefix = "" if changed else "already "
     console.print(f"{loop_id}#{iteration} {prefix}{what}", markup=False)

@@ -14,9 +14,12 @@ from ralph.records import (
     CheckResult,
     Diagnostic,
     EvaluatorOutput,
+    FailureScope,
     Metrics,
     ModelCall,
 )
+
+MAX_SCOPE = 50  # failures a record names as its lessons' scope
 
 if TYPE_CHECKING:
     from ralph.providers.base import ChatClient
@@ -122,6 +125,19 @@ class Evaluation:
         if not any(o.verdict for o in self.outcomes):
             return list(self.output.errors or [])
         return targets + broken
+
+    def scope(self) -> list[FailureScope]:
+        """The failures of `relevant_errors`, each with its check: what a lesson learned on
+        this evaluation is for (a guard's failures from before the loop never are)."""
+        if not any(o.verdict for o in self.outcomes):
+            return []
+        found = [
+            FailureScope.of(o.spec.name, d)
+            for o in self.outcomes
+            if o.verdict
+            for d in [*o.verdict.remaining, *o.verdict.regressions]
+        ]
+        return list({f.key: f for f in reversed(found)}.values())[::-1][:MAX_SCOPE]
 
     def counts(self) -> dict[str, int]:
         """Target failures fixed since the baseline, target failures remaining, regressions."""

@@ -247,7 +247,12 @@ def _judgement_fields(evaluation: Evaluation) -> dict[str, Any]:
         for o in evaluation.outcomes
         if o.verdict is not None
     }
-    return {"check_roles": evaluation.roles(), "check_verdicts": verdicts, **evaluation.counts()}
+    return {
+        "check_roles": evaluation.roles(),
+        "check_verdicts": verdicts,
+        **evaluation.counts(),
+        "failures": evaluation.scope() or None,
+    }
 
 
 def rationale(acted: ActorResult) -> str:

@@ -141,6 +141,7 @@ def preview_run(
         settings.lessons,
         notes.append,
         settings.lessons_before,
+        retire_after=settings.lesson_retire_after,
     )
     context = prompts.actor_prompt_context(
         task=task,

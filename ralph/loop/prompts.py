@@ -53,7 +53,11 @@ def actor_prompt_context(
     preexisting = preexisting_lines(evaluation) if evaluation is not None else []
     window = [reflection_view(r) for r in sorted(reflections, key=lambda r: r.iteration)]
     lesson_views = [
-        {"text": str(item.get("text", "")), "source": str(item.get("source", ""))}
+        {
+            "text": str(item.get("text", "")),
+            "source": str(item.get("source", "")),
+            "failure": str(item.get("failure", "")),  # which current failure it is for
+        }
         for item in lessons
         if str(item.get("text", "")).strip()
     ]
@@ -70,7 +74,9 @@ def actor_prompt_context(
         "reflections": window,
         "has_reflections": bool(window),
         "lessons": lesson_views,
-        "lessons_fence": fence(*(v[key] for v in lesson_views for key in ("text", "source"))),
+        "lessons_fence": fence(
+            *(v[key] for v in lesson_views for key in ("text", "source", "failure"))
+        ),
         "has_lessons": bool(lesson_views),
         "pivot": bool(pivot),
         "unmatched_edits": edits,

@@ -305,6 +305,7 @@ class LoopRunner:
             self.settings.lessons,
             self.reporter.note,
             self.settings.lessons_before,
+            retire_after=self.settings.lesson_retire_after,
         )
         reverted, self._reverted = self._reverted, None
         last = self.records[-1] if self.records else None

@@ -100,6 +100,8 @@ def lessons(
     limit: int,
     note: Callable[[str], None],
     before: str | None = None,
+    *,
+    retire_after: int = 3,
 ) -> list[Lesson]:
     """Lessons of other loops' failures like the last evaluation's (`--lessons`, 0 = none).
 
@@ -122,6 +124,7 @@ def lessons(
             fingerprint=last.fingerprint,
             limit=limit,
             before=lessons_cutoff(before) if before else None,
+            retire_after=retire_after,
         )
     except (RalphError, OSError, sqlite3.Error) as exc:
         note(f"lessons from other loops skipped: {exc}")

@@ -9,9 +9,16 @@ from datetime import datetime
 from typing import Any
 
 from ralph.glyphs import clip
-from ralph.memory.lessons import MAX_ERRORS, Failure, lesson_texts, parse_lesson_id
+from ralph.memory.lessons import (
+    MAX_ERRORS,
+    Failure,
+    error_key,
+    lesson_texts,
+    parse_lesson_id,
+    record_scope,
+)
 
-INDEX_VERSION = 3  # bump when what is indexed changes: an index of another version is rebuilt
+INDEX_VERSION = 4  # bump when what is indexed changes: an index of another version is rebuilt
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS loops (loop_id TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
@@ -20,7 +27,7 @@ CREATE TABLE IF NOT EXISTS docs (
     mtime_ns INTEGER, size INTEGER, inode INTEGER, valid INTEGER NOT NULL,
     ts REAL, timestamp TEXT, passed INTEGER, obsolete INTEGER, category TEXT, confidence REAL,
     fingerprint TEXT, improved INTEGER, summary TEXT, root_cause TEXT, failure TEXT,
-    lessons TEXT, UNIQUE (loop_id, iteration));
+    lessons TEXT, scope TEXT, UNIQUE (loop_id, iteration));
 CREATE INDEX IF NOT EXISTS docs_fingerprint ON docs (fingerprint);
 CREATE TABLE IF NOT EXISTS uses (doc INTEGER NOT NULL, source_loop TEXT NOT NULL,
     source_iteration INTEGER NOT NULL, lesson TEXT NOT NULL, improved INTEGER);
@@ -51,7 +58,10 @@ def record_document(
     ext = data.get("ralph") or {}
     delta = data.get("performance_delta") or {}
     errors = [e for e in (ev.get("errors") or [])[:MAX_ERRORS] if isinstance(e, dict)]
-    failure = Failure.of_json(errors)
+    scope = record_scope(ext, errors)
+    # the failure its lessons are for: the diagnostics in its scope, not a guard's old ones
+    scoped = [e for e in errors if error_key(e) in scope] if ext.get("failures") else errors
+    failure = Failure.of_json(scoped)
     lessons = lesson_texts(sr)
     confidence = sr.get("confidence")
     improved = delta.get("is_improvement")
@@ -74,6 +84,7 @@ def record_document(
         root if isinstance(root, str) and root else None,
         json.dumps(failure.to_json()),
         json.dumps(lessons) if lessons else None,
+        json.dumps(scope) if scope else None,
     )
     error_text = "\n".join(
         " ".join(_text(e.get(k)) for k in ("type", "file", "rule")) + " " + _text(e.get("message"))

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ralph.records import FailureCategory
+from ralph.records import FailureCategory, message_id, scope_key
 
 ENVIRONMENT_CATEGORY: FailureCategory = "configuration_error"  # never a lesson for another loop
 SIMILARITY_THRESHOLD = 0.5
@@ -52,10 +52,13 @@ class Lesson:
     source: str
     score: float = 0.0
     ts: float = 0.0  # when the record was written (POSIX time): the newest wording wins
+    failure: str = ""  # which of the current failures it is for (`tests: tests/t.py::test_x`)
+    offered: int = 0  # times it was given to an attempt (memory/merit.py), duplicates included
+    helped: int = 0  # of those, the attempts that fixed the failure it is for
 
     def view(self) -> dict[str, str]:
-        """The `{text, source}` form `prompts.actor_prompt_context` takes."""
-        return {"text": self.text, "source": self.source}
+        """The `{text, source, failure}` form `prompts.actor_prompt_context` takes."""
+        return {"text": self.text, "source": self.source, "failure": self.failure}
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,38 @@ def lesson_texts(sr: dict[str, Any]) -> list[str]:
         root = (sr.get("credit_assignment") or {}).get("root_cause")
         lessons = [root.strip()] if isinstance(root, str) and root.strip() else []
     return lessons[:MAX_LESSONS]
+
+
+def error_key(error: dict[str, Any]) -> str:
+    """A recorded diagnostic's scope key (`records.FailureScope.key`)."""
+    rule = error.get("rule")
+    file = error.get("file")
+    failure_id = rule if isinstance(rule, str) and rule else message_id(str(error.get("message")))
+    return scope_key(failure_id, file if isinstance(file, str) else None)
+
+
+def record_scope(ext: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, str]:
+    """What a record's lessons are for, as {key: label}: its `ralph.failures` (the failures
+    its attempt had to work on); a record written before they were kept, its diagnostics."""
+    scope: dict[str, str] = {}
+    failures = ext.get("failures")
+    if isinstance(failures, list):
+        for f in failures:
+            if isinstance(f, dict) and isinstance(f.get("id"), str):
+                file = f.get("file") if isinstance(f.get("file"), str) else None
+                where = f["id"] if not f["id"].startswith("m:") else (file or f["id"])
+                scope[scope_key(f["id"], file)] = f"{f.get('check') or 'check'}: {where}"
+        return scope
+    for e in errors:
+        key = error_key(e)
+        where = e.get("rule") or e.get("file") or clip_message(e.get("message"))
+        scope.setdefault(key, f"{e.get('type') or 'error'}: {where}")
+    return scope
+
+
+def clip_message(message: Any) -> str:
+    first = (str(message or "").strip().splitlines() or [""])[0]
+    return first[:80]
 
 
 def parse_lesson_id(lesson_id: str) -> tuple[str, int] | None:

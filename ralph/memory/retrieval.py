@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ralph.memory.feedback import boost_confirmed, feedback_lessons
@@ -17,8 +18,10 @@ from ralph.memory.lessons import (
     Failure,
     Lesson,
 )
+from ralph.memory.merit import RETIRE_AFTER, Merit, merits
 from ralph.memory.search import SearchIndex
 from ralph.memory.transfer import imported_from
+from ralph.records import FailureScope
 from ralph.templates import TRUNCATION_MARKER, estimate_tokens
 
 if TYPE_CHECKING:
@@ -36,9 +39,11 @@ def retrieve_lessons(
     threshold: float = SIMILARITY_THRESHOLD,
     token_budget: int = LESSON_TOKENS,
     before: float | None = None,
+    retire_after: int = RETIRE_AFTER,
 ) -> list[Lesson]:
     """The lessons of other loops' failures most like the current one (at most `limit`);
-    with `before` (epoch seconds), only from records written before then."""
+    with `before` (epoch seconds), only from records written before then. A lesson offered
+    `retire_after` times without helping is retired (`merit`); one that helped ranks higher."""
     if limit < 1 or token_budget < 1 or not (current_errors or fingerprint):
         return []
     current = Failure.of_diagnostics(current_errors)
@@ -46,12 +51,18 @@ def retrieve_lessons(
         candidates = index.similar_failures(
             current, fingerprint, exclude_loop=exclude_loop, before=before
         )
+        earned = merits(index, store) if candidates else {}
+    # a lesson is for the failures its record had to work on: offered only when one of them is
+    # among the current ones (the loop's targets and regressions), never for another's failure
+    current_keys = {FailureScope.of("", d).key for d in current_errors}
     lessons: list[Lesson] = []
     for candidate in candidates:
-        same = bool(fingerprint) and candidate.fingerprint == fingerprint
-        score = 1.0 if same else current.similarity(candidate.failure)
-        if score < threshold:
+        matched = [label for key, label in candidate.scope.items() if key in current_keys]
+        if not matched:
             continue
+        same = bool(fingerprint) and candidate.fingerprint == fingerprint
+        similarity = 1.0 if same else current.similarity(candidate.failure)
+        score = 0.5 + 0.5 * similarity  # a matched failure first, then the likeness of the rest
         for k, text in enumerate(candidate.lessons):
             lessons.append(
                 Lesson(
@@ -60,6 +71,8 @@ def retrieve_lessons(
                     source=f"{candidate.loop_id}#{candidate.iteration}",
                     score=round(score, 4),
                     ts=candidate.ts,
+                    failure=", ".join(matched[:3]),
+                    **_counts(earned, f"{candidate.loop_id}#{candidate.iteration}.{k}"),
                 )
             )
     # people's verdicts first
@@ -67,8 +80,15 @@ def retrieve_lessons(
         store, exclude_loop=exclude_loop, current=current, fingerprint=fingerprint,
         threshold=threshold,
     )  # fmt: skip
-    kept = fit_lessons(deduplicate(lessons), limit=limit, token_budget=token_budget)
+    merged = deduplicate(lessons)
+    alive = [m for m in merged if not Merit(m.offered, m.helped).retired(retire_after)]
+    kept = fit_lessons(alive, limit=limit, token_budget=token_budget)
     return said_where_from(store, kept)
+
+
+def _counts(earned: dict[str, Merit], lesson_id: str) -> dict[str, int]:
+    merit = earned.get(lesson_id, Merit())
+    return {"offered": merit.offered, "helped": merit.helped}
 
 
 def said_where_from(store: MemoryStore, lessons: list[Lesson]) -> list[Lesson]:
@@ -76,7 +96,7 @@ def said_where_from(store: MemoryStore, lessons: list[Lesson]) -> list[Lesson]:
     another machine's notes are not this project's experience, and the prompt says so."""
     imported = imported_from(store) if lessons else {}
     return [
-        Lesson(m.id, m.text, f"{m.source}, imported from {imported[m.source]}", m.score, m.ts)
+        replace(m, source=f"{m.source}, imported from {imported[m.source]}")
         if m.source in imported
         else m
         for m in lessons
@@ -95,7 +115,8 @@ def _words(text: str) -> frozenset[str]:
 
 
 def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
-    """Near-identical lessons count once: the group keeps its best score and its newest text."""
+    """Near-identical lessons count once: the group keeps its best score and its newest text,
+    and its members' counts add up; one that helped ranks first among equal matches."""
     groups: list[tuple[frozenset[str], list[Lesson]]] = []
     for lesson in lessons:
         words = _words(lesson.text)
@@ -111,8 +132,10 @@ def deduplicate(lessons: Iterable[Lesson]) -> list[Lesson]:
     for _, members in groups:
         newest = max(members, key=lambda m: (m.ts, m.source))
         best = max(m.score for m in members)
-        kept.append(Lesson(newest.id, newest.text, newest.source, best, newest.ts))
-    return sorted(kept, key=lambda m: (-m.score, -m.ts, m.id))
+        offered = sum(m.offered for m in members)
+        helped = sum(m.helped for m in members)
+        kept.append(replace(newest, score=best, offered=offered, helped=helped))
+    return sorted(kept, key=lambda m: (-m.score, -m.helped, -m.ts, m.id))
 
 
 def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> list[Lesson]:
@@ -129,6 +152,6 @@ def fit_lessons(ranked: Sequence[Lesson], *, limit: int, token_budget: int) -> l
         cost = estimate_tokens(text)
         if used + cost > token_budget:
             continue
-        kept.append(Lesson(lesson.id, text, lesson.source, lesson.score, lesson.ts))
+        kept.append(replace(lesson, text=text))
         used += cost
     return kept

@@ -27,7 +27,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +84,7 @@ class Candidate:
     failure: Failure
     fingerprint: str | None
     lessons: list[str]
+    scope: dict[str, str] = field(default_factory=dict)  # what its lessons are for: key -> label
 
 
 @dataclass
@@ -251,8 +252,8 @@ class SearchIndex:
         cursor = self.db.execute(
             "INSERT INTO docs (loop_id, iteration, mtime_ns, size, inode, valid, ts, timestamp,"
             " passed, obsolete, category, confidence, fingerprint, improved, summary,"
-            " root_cause, failure, lessons) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " ?, ?, ?, ?)",
+            " root_cause, failure, lessons, scope) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, ?, ?, ?)",
             (loop_id, iteration, *key, *row),
         )
         doc_id = cursor.lastrowid
@@ -345,7 +346,7 @@ class SearchIndex:
         """
         self.sync(skip=exclude_loop)
         base = (
-            "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons"
+            "SELECT d.loop_id, d.iteration, d.ts, d.failure, d.fingerprint, d.lessons, d.scope"
             " FROM docs d WHERE d.valid = 1 AND d.passed = 0 AND d.obsolete = 0"
             " AND d.lessons IS NOT NULL AND d.loop_id IS NOT ?"
             # an environment's failure (tests that could not be imported) teaches nothing
@@ -374,8 +375,16 @@ class SearchIndex:
             ):
                 rows[(row[0], row[1])] = row
         return [
-            Candidate(lp, it, ts or 0.0, Failure.from_json(feat), fp, json.loads(lessons))
-            for lp, it, ts, feat, fp, lessons in rows.values()
+            Candidate(
+                lp,
+                it,
+                ts or 0.0,
+                Failure.from_json(feat),
+                fp,
+                json.loads(lessons),
+                json.loads(held) if held else {},
+            )
+            for lp, it, ts, feat, fp, lessons, held in rows.values()
         ]
 
     def _rarest(self, counts: dict[str, int]) -> list[str]:

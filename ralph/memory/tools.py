@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ralph.errors import ConfigError
 from ralph.escapes import strip_escapes
 from ralph.memory.lessons import lesson_texts
-from ralph.records import FAILURE_CATEGORIES, Diagnostic, ErrorType
+from ralph.records import FAILURE_CATEGORIES, Diagnostic, ErrorType, FailureScope
 from ralph.redact import redact_data
 from ralph.rendering import to_data
 
@@ -59,6 +59,7 @@ def search_reflections(
 ) -> dict[str, Any]:
     """Reflections of every loop ranked as `ralph reflections search` ranks them (BM25), each
     with its task, root cause, category, lessons and reward."""
+    from ralph.memory.merit import scope_of
     from ralph.memory.search import SearchIndex
 
     limit = _limit(limit)
@@ -67,8 +68,16 @@ def search_reflections(
             f"unknown failure category {category!r}; one of: {', '.join(FAILURE_CATEGORIES)}"
         )
     store.require()
+    # the failures the query names (test ids, file:line: messages): a record whose lessons are
+    # for one of them ranks first, the rest as bm25 ranks them
+    wanted = {FailureScope.of("", d).key for d in failure_diagnostics(query[:MAX_FAILURE_CHARS])}
     with SearchIndex(store) as index:
-        hits = index.search(query, category=category, limit=limit)
+        hits = index.search(query, category=category, limit=MAX_LIMIT)
+        scopes = {(h.loop_id, h.iteration): scope_of(index, h.loop_id, h.iteration) for h in hits}
+    matched = {
+        at: [label for key, label in scope.items() if key in wanted] for at, scope in scopes.items()
+    }
+    hits = sorted(hits, key=lambda h: not matched[(h.loop_id, h.iteration)])[:limit]
     results = []
     for hit in hits:
         item: dict[str, Any] = {
@@ -80,6 +89,8 @@ def search_reflections(
             "summary": hit.summary,
             "passed": hit.passed,
             "obsolete": hit.obsolete,
+            "for_failures": list(scopes[(hit.loop_id, hit.iteration)].values())[:10],
+            "matches_failure": matched[(hit.loop_id, hit.iteration)],
         }
         try:
             record = store.read_record(hit.loop_id, hit.iteration).to_json()
@@ -107,7 +118,12 @@ def lessons_for(store: MemoryStore, failure: str, limit: int = 3) -> dict[str, A
     return _answer(
         {
             "lessons": [
-                {"text": lesson.text, "source": lesson.source, "score": lesson.score}
+                {
+                    "text": lesson.text,
+                    "source": lesson.source,
+                    "failure": lesson.failure,
+                    "score": lesson.score,
+                }
                 for lesson in lessons
             ]
         }
