@@ -275,4 +275,4 @@ def test_a_reset_past_the_time_budget_is_the_budget_stop(tmp_path: Path) -> None
     loop, clock = limited_loop(tmp_path, UsageLimit("fake", "limit", NOW + 3600), timeout=600.0)
     result = loop.start()
     assert (result.exit_code, result.status, result.stop_reason) == (3, "failed", "budget")
-    assert "ends before the usage limit resets" in result.message and clock.slept == []
+    assert "is up before the usage limit resets" in result.message and clock.slept == []

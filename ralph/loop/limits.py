@@ -118,7 +118,7 @@ class Waiter:
         if settings.timeout is not None:
             left = settings.timeout - (time.monotonic() - started)
             if wait > left:
-                return f"{TIME_BUDGET} {span(settings.timeout)} ends before the usage limit resets"
+                return f"{TIME_BUDGET} {span(settings.timeout)} is up before the usage limit resets"
         return None
 
 
