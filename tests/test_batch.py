@@ -118,7 +118,7 @@ def test_a_later_loop_is_given_the_lessons_of_an_earlier_one(
     assert [loops["first"]["status"], loops["second"]["status"]] == ["failed", "completed"]
     prompt = (prompts / f"{loops['second']['loop_id']}-1.md").read_text()
     assert "Lessons from earlier loops" in prompt
-    assert f"(from {loops['first']['loop_id']}#1)" in prompt
+    assert f"from {loops['first']['loop_id']}#1)" in prompt  # (for the failure ...; from ...)
 
 
 def test_tasks_that_cannot_start_are_one_error_and_no_loop_starts(

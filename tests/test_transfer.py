@@ -14,6 +14,7 @@ import pytest
 
 from ralph.memory.retrieval import retrieve_lessons
 from ralph.memory.store import MemoryStore
+from ralph.records import Diagnostic
 
 from .conftest import EXAMPLE_LOOP, REPO, RunCli
 from .fakes.calc_project import git, make_calc_repo
@@ -99,12 +100,8 @@ def test_imported_loop_without_state_is_listed_analysed_searched_and_taught(
     hits = json.loads(ralph("reflections", "search", "slash date", "--json", cwd=here).out)
     assert hits and hits[0]["loop_id"] == EXAMPLE_LOOP
     record = json.loads(store.record_path(EXAMPLE_LOOP, 1).read_text())
-    lessons = retrieve_lessons(
-        store,
-        exclude_loop="ralph-another-loop-1",
-        current_errors=[],
-        fingerprint=record["ralph"]["error_fingerprint"],
-    )
+    failures = [Diagnostic(**e) for e in record["evaluator_output"]["errors"]]
+    lessons = retrieve_lessons(store, exclude_loop="ralph-another-loop-1", current_errors=failures)
     assert lessons and lessons[0].source == f"{EXAMPLE_LOOP}#1, imported from memory.zip"
 
 

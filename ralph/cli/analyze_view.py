@@ -59,8 +59,6 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
         parts.append(f"{plural(s.nothing_to_do, 'loop')} green at the start (nothing to do)")
     if s.acceptance.get("reviewed"):
         parts.append(_acceptance(s.acceptance))
-    if s.lessons.get("added"):
-        parts.append(_lessons(s.lessons))
     parts += [
         f"iterations to green: mean {num(s.mean_iterations_to_green, 1)}, "
         f"median {num(s.median_iterations_to_green, 1)}",
@@ -68,6 +66,8 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
         f"cost {'unknown' if s.cost_usd is None else money(s.cost_usd)}",
         f"time {duration(s.wall_seconds)}",
     ]
+    if s.lessons.get("added"):
+        parts.append(_lessons(s.lessons))
     lines = [parts[0]]
     for part in parts[1:]:
         if len(lines[-1]) + 3 + len(part) <= width:
@@ -79,11 +79,15 @@ def headline(a: Analysis, width: int = 80) -> list[str]:
 
 def _lessons(lessons: dict[str, Any]) -> str:
     """`lessons 4 added, 1 merged, 1 retired, helped 50% of 6 offers`: what the memory taught."""
-    share = lessons.get("helped_share")
+    offered = lessons.get("offered", 0)
+    helped = (
+        f"helped {pct(lessons.get('helped_share'))} of {plural(offered, 'offer')}"
+        if offered
+        else "none offered yet"
+    )
     return (
         f"lessons {lessons['added']} added, {lessons['merged']} merged, "
-        f"{lessons['retired']} retired, helped {pct(share)} of "
-        f"{plural(lessons.get('offered', 0), 'offer')}"
+        f"{lessons['retired']} retired, {helped}"
     )
 
 
