@@ -270,3 +270,19 @@ def cap_diff(diff: str, cap: int = DIFF_CAP) -> str:
 def name_some(paths: list[str], limit: int) -> str:
     shown = ", ".join(paths[:limit])
     return shown + (f", ... (+{len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+class GitCommands(Protocol):
+    """What the trees and the held-back check need of `git.Git` (a protocol: git.py builds on
+    both)."""
+
+    toplevel: Path
+
+    def run(
+        self, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+    ) -> tuple[int, bytes, str]: ...
+    def text(self, *args: str, env: Mapping[str, str] | None = None) -> str: ...
+    def names(self, *args: str, env: Mapping[str, str] | None = None) -> list[str]: ...
+    def ok(self, *args: str) -> bool: ...
+    def rev(self, rev: str) -> str | None: ...
+    def current_branch(self) -> str | None: ...

@@ -17,7 +17,7 @@ from ralph.glyphs import plural
 
 if TYPE_CHECKING:
     from ralph.config import Settings
-    from ralph.workspace.trees import GitCommands
+    from ralph.workspace.base import GitCommands
 
 MB = 1_000_000
 

@@ -7,8 +7,8 @@ import contextlib
 from pathlib import Path
 
 from ralph.errors import PreflightError
-from ralph.workspace.base import name_some
-from ralph.workspace.trees import GitCommands, Trees
+from ralph.workspace.base import GitCommands, name_some
+from ralph.workspace.trees import Trees
 
 
 def refuse_stale_locks(git: GitCommands, branch: str) -> None:

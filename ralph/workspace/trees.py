@@ -14,10 +14,9 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from ralph.errors import RalphError
-from ralph.workspace.base import ChangeKind, FileChange, name_some
+from ralph.workspace.base import ChangeKind, FileChange, GitCommands, name_some
 from ralph.workspace.held import HeldBack, Limits, held_back
 from ralph.workspace.tree_walk import TOOL_RULES, is_tool_file
 
@@ -25,21 +24,6 @@ PATCH_MAX_FILES = 200  # beyond this, files are counted but not diffed
 PATCH_MAX_LINES = 20_000  # a file changing more lines than this is counted but not diffed
 CHUNK = 200  # paths per git command
 TOOL_EXCLUDES = tuple(f"--exclude={rule}" for rule in TOOL_RULES)
-
-
-class GitCommands(Protocol):
-    """What the trees need of `git.Git` (a protocol, since git.py builds on this module)."""
-
-    toplevel: Path
-
-    def run(
-        self, *args: str, env: Mapping[str, str] | None = None, check: bool = True
-    ) -> tuple[int, bytes, str]: ...
-    def text(self, *args: str, env: Mapping[str, str] | None = None) -> str: ...
-    def names(self, *args: str, env: Mapping[str, str] | None = None) -> list[str]: ...
-    def ok(self, *args: str) -> bool: ...
-    def rev(self, rev: str) -> str | None: ...
-    def current_branch(self) -> str | None: ...
 
 
 class Trees:
