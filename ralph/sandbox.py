@@ -313,12 +313,14 @@ def _existing(paths: Sequence[Path]) -> list[str]:
 
 def tool_places(environ: Mapping[str, str]) -> tuple[Path, ...]:
     """What must stay readable under the hidden HOME (and an actor's own /tmp) for tools to
-    run: ralph's interpreter (a virtual environment there), each PATH directory there with its
-    parent (an npm or nvm prefix keeps its packages beside `bin`) and each PYTHONPATH entry;
-    never HOME or /tmp itself, nor all of `~/.local`."""
+    run: ralph's interpreter (a virtual environment there) and code, each PATH directory there
+    with its parent (an npm or nvm prefix keeps its packages beside `bin`) and each PYTHONPATH
+    entry; never HOME or /tmp itself, nor all of `~/.local`."""
     home = _home()
     hidden = [place for place in (home, TMP.resolve()) if place is not None]
-    places = [Path(sys.prefix), Path(sys.base_prefix)]
+    # ralph's own code where it is not under its prefix (an editable install: the checkout),
+    # for `ralph mcp`, which an agent starts: a checkout under /tmp vanished under codex's /tmp
+    places = [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parent.parent]
     for entry in environ.get("PATH", "").split(os.pathsep):
         if entry:
             places += [Path(entry), Path(entry).parent]

@@ -314,3 +314,11 @@ def test_a_socket_bound_outside_the_tree_is_masked_one_in_it_or_the_hidden_home_
             listener.close()
     masked = [argv[i + 2] for i, arg in enumerate(argv) if argv[i + 1 : i + 2] == ["/dev/null"]]
     assert masked == [str(outside / "docker.sock")]
+
+
+def test_ralphs_own_code_stays_readable_in_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install's checkout under /tmp vanished under codex's own /tmp: the agent's
+    `ralph mcp` could not start, and codex refused the required server."""
+    checkout = Path("/tmp").resolve() / "a-ralph-checkout"
+    monkeypatch.setattr(sandbox, "__file__", str(checkout / "ralph" / "sandbox.py"))
+    assert checkout in sandbox.tool_places({})
